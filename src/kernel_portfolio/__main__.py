@@ -1,0 +1,3 @@
+from kernel_portfolio.cli import main
+
+raise SystemExit(main())
