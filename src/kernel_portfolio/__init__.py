@@ -11,11 +11,30 @@ Public operators::
     kp.matmul(a, b)
 """
 
-from kernel_portfolio.ops.add import add
-from kernel_portfolio.ops.matmul import matmul
-from kernel_portfolio.ops.rms_norm import residual_rms_norm, rms_norm
-from kernel_portfolio.ops.row_sum import row_sum
-from kernel_portfolio.ops.softmax import softmax
+from __future__ import annotations
 
-__all__ = ["add", "matmul", "residual_rms_norm", "rms_norm", "row_sum", "softmax"]
+import importlib
+
+# Operators import lazily: `import kernel_portfolio.results` (the site build,
+# CI without a GPU) should not pay for importing torch and triton.
+_OPS = {
+    "add": "kernel_portfolio.ops.add",
+    "row_sum": "kernel_portfolio.ops.row_sum",
+    "softmax": "kernel_portfolio.ops.softmax",
+    "rms_norm": "kernel_portfolio.ops.rms_norm",
+    "residual_rms_norm": "kernel_portfolio.ops.rms_norm",
+    "matmul": "kernel_portfolio.ops.matmul",
+}
+
+__all__ = sorted(_OPS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in _OPS:
+        return getattr(importlib.import_module(_OPS[name]), name)
+    raise AttributeError(f"module 'kernel_portfolio' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_OPS])
