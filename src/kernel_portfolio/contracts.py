@@ -49,7 +49,9 @@ def check_tensor(x: object, name: str) -> torch.Tensor:
                 "TRITON_INTERPRET=1 before importing triton to run the kernels on the CPU"
             )
     elif x.device.type != "cuda":
-        raise ValueError(f"{name} is on device {x.device}; only cuda (or cpu under TRITON_INTERPRET=1)")
+        raise ValueError(
+            f"{name} is on device {x.device}; only cuda (or cpu under TRITON_INTERPRET=1)"
+        )
     return x
 
 
