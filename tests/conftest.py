@@ -1,0 +1,36 @@
+"""Session set-up shared by every test module.
+
+Without a CUDA device the kernels run under Triton's interpreter, which must be
+switched on before ``triton`` is first imported, so this happens here, at
+collection time. Tests marked ``gpu`` are skipped without CUDA; everything else
+runs on whichever device is present (``device`` fixture).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def device() -> str:
+    """The device kernels run on in this session: ``cuda``, else ``cpu`` (interpreter)."""
+    return "cuda" if HAS_CUDA else "cpu"
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
