@@ -7,6 +7,7 @@ crash from deep inside a kernel launch.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -102,3 +103,13 @@ def check_dim(dim: object, ndim: int, name: str = "dim") -> int:
     if not lo <= dim <= hi:
         raise ValueError(f"{name}={dim} is out of range for a {ndim}-D tensor (allowed {lo}..{hi})")
     return dim % max(ndim, 1)
+
+
+def device_guard(x: torch.Tensor) -> contextlib.AbstractContextManager:
+    """Make ``x``'s CUDA device current for the kernel launches inside the ``with`` block.
+
+    Triton launches on the current device, not on the device of the tensors it
+    is given, so without this a tensor on ``cuda:1`` would be handed to a kernel
+    running on ``cuda:0``. A no-op for CPU tensors (the interpreter).
+    """
+    return torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext()

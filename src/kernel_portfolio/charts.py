@@ -1,0 +1,223 @@
+"""Plotly figures from results frames, and the one way a page shows them.
+
+A chart on the site is a ``<div class="kp-chart">`` that the site's own script
+(``docs/assets/kp/kp.js``) fills with ``Plotly.newPlot`` after a hard load and
+after every instant navigation. The figure itself travels as JSON: either a file
+next to the page (``data-src``, for generated pages) or inline in a
+``<script type="application/json">`` inside the div (for notebooks, which do not
+know where the site will put them). plotly.js is served once from the site's
+assets, never from a CDN and never inlined per figure. Every chart offers its
+data as a JSON download.
+
+Example (a notebook cell)::
+
+    from kernel_portfolio import charts, results
+
+    frame = results.load("results/h200/default.json").frame()
+    charts.show(charts.summary_figure(frame, "softmax"), "softmax-default")
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+
+#: Colours by implementation, so one implementation looks the same on every chart.
+IMPL_COLORS = {
+    "ours": "#d6336c",
+    "torch": "#1c7ed6",
+    "compile": "#37b24d",
+    "liger": "#f59f00",
+    "cublas": "#7048e8",
+}
+_TEMPLATE = "plotly_white"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _check_frame(frame: object, name: str = "frame") -> pd.DataFrame:
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"{name} must be a pandas DataFrame, got {type(frame).__name__}")
+    return frame
+
+
+def _case_label(row: pd.Series) -> str:
+    return f"{row['shape']} {row['dtype']} {row['mode']}"
+
+
+def summary_figure(frame: pd.DataFrame, op: str) -> go.Figure:
+    """Grouped bars of one operator's cases: TFLOP/s for GEMM-like ops, else GB/s.
+
+    Args:
+        frame: A results frame (``Result.frame()``), one row per case and
+            implementation.
+        op: The operator to draw, e.g. ``"softmax"``.
+
+    Returns:
+        The figure; implementations that did not run (status other than
+        ``"ok"``) are left out.
+
+    Raises:
+        TypeError: ``frame`` is not a DataFrame.
+        ValueError: ``frame`` has no measured row for ``op``.
+    """
+    frame = _check_frame(frame)
+    rows = frame[(frame["op"] == op) & (frame["status"] == "ok")]
+    if rows.empty:
+        raise ValueError(f"op {op!r} has no measured rows in frame")
+    metric, title = (
+        ("tflops", "TFLOP/s") if rows["tflops"].notna().any() else ("gbps", "GB/s (bytes moved)")
+    )
+    fig = go.Figure()
+    labels = rows.apply(_case_label, axis=1)
+    for impl, group in rows.groupby("impl", sort=False):
+        fig.add_bar(
+            name=str(impl),
+            x=labels[group.index].tolist(),
+            y=group[metric].tolist(),
+            marker_color=IMPL_COLORS.get(str(impl)),
+        )
+    fig.update_layout(
+        barmode="group",
+        yaxis_title=title,
+        xaxis_title=None,
+        title=f"{op}: {title} by case (higher is better)",
+    )
+    return _style(fig)
+
+
+def samples_figure(data: dict, op: str) -> go.Figure:
+    """Every raw sample of one operator's cases, one box per case and implementation.
+
+    Args:
+        data: A result's data (``Result.data``): the samples live there, not in
+            the frame.
+        op: The operator to draw.
+
+    Returns:
+        The figure (time in microseconds, each sample drawn as a point).
+
+    Raises:
+        TypeError: ``data`` is not a dict.
+        ValueError: the result has no samples for ``op``.
+    """
+    if not isinstance(data, dict):
+        raise TypeError(f"data must be a result's data dict, got {type(data).__name__}")
+    per_impl: dict[str, tuple[list[str], list[float]]] = {}
+    for case in data.get("cases", []):
+        if case.get("op") != op:
+            continue
+        label = f"{'x'.join(map(str, case['shape']))} {case['dtype']} {case['mode']}"
+        for impl, record in case.get("impls", {}).items():
+            samples = record.get("samples_ms") or []
+            xs, ys = per_impl.setdefault(impl, ([], []))
+            xs.extend([label] * len(samples))
+            ys.extend(s * 1000.0 for s in samples)
+    if not any(ys for _, ys in per_impl.values()):
+        raise ValueError(f"op {op!r} has no samples in the result")
+    fig = go.Figure()
+    for impl, (xs, ys) in per_impl.items():
+        if ys:
+            fig.add_box(
+                name=impl,
+                x=xs,
+                y=ys,
+                boxpoints="all",
+                jitter=0.4,
+                pointpos=0,
+                marker={"size": 3, "color": IMPL_COLORS.get(impl)},
+                line={"width": 1},
+            )
+    fig.update_layout(
+        boxmode="group",
+        yaxis_title="time per call (µs)",
+        title=f"{op}: every sample (lower is better)",
+    )
+    return _style(fig)
+
+
+def _style(fig: go.Figure) -> go.Figure:
+    fig.update_layout(
+        template=_TEMPLATE,
+        height=380,
+        margin={"l": 60, "r": 20, "t": 50, "b": 60},
+        legend={"orientation": "h", "y": -0.2},
+        font={"family": "system-ui, sans-serif", "size": 12},
+    )
+    return fig
+
+
+def figure_json(fig: go.Figure) -> str:
+    """The figure as compact JSON, the form the site's script and the download use."""
+    if not isinstance(fig, go.Figure):
+        raise TypeError(f"fig must be a plotly Figure, got {type(fig).__name__}")
+    return pio.to_json(fig, validate=False, pretty=False)
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(
+            f"name must be a file-name-safe string (letters, digits, '.', '_', '-'), got {name!r}"
+        )
+    return name
+
+
+def chart_div(fig: go.Figure | None, name: str, *, src: str | None = None) -> str:
+    """The HTML of one chart.
+
+    Args:
+        fig: The figure, embedded inline; ``None`` when ``src`` is given.
+        name: A file-name-safe name; the download is ``<name>.json``.
+        src: URL (relative to the page) of the figure's JSON file.
+
+    Returns:
+        A ``<div class="kp-chart">`` for the site's script to render.
+
+    Raises:
+        ValueError: neither or both of ``fig`` and ``src`` are given, or a bad name.
+    """
+    _check_name(name)
+    if (fig is None) == (src is None):
+        raise ValueError("give exactly one of fig (inline) and src (a JSON file)")
+    if src is not None:
+        return (
+            f'<div class="kp-chart" data-name="{html.escape(name)}" '
+            f'data-src="{html.escape(src, quote=True)}"></div>'
+        )
+    # "</" would end the script element early; JSON allows the escaped form.
+    payload = figure_json(fig).replace("</", "<\\/")
+    return (
+        f'<div class="kp-chart" data-name="{html.escape(name)}">'
+        f'<script type="application/json">{payload}</script></div>'
+    )
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A figure a notebook displays (see :func:`show`)."""
+
+    html: str
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+
+def show(fig: go.Figure, name: str) -> Chart:
+    """Display a figure in a notebook the way the site renders charts.
+
+    The figure JSON is embedded in the output, the site's script draws it with
+    the site's own plotly.js, and offers it as ``<name>.json`` for download.
+    Make it the last expression of a cell, or pass it to ``display()``.
+
+    Args:
+        fig: The figure.
+        name: A file-name-safe name for the download.
+
+    Returns:
+        An object whose HTML representation is the chart.
+    """
+    return Chart(chart_div(fig, name))

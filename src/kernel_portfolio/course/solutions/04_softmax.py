@@ -1,0 +1,51 @@
+"""Lesson 4: softmax. An online softmax over rows of any width, safe for ``-inf``.
+
+One program per row, two passes over the row in ``BLOCK``-wide chunks.
+
+Pass 1 keeps, per lane, a running maximum ``m`` and a running sum ``s`` of
+``exp(x - m)``. When a chunk raises the maximum, the old sum is rescaled by
+``exp(m_old - m_new)``. The lanes are then merged into the row's maximum and sum.
+Pass 2 writes ``exp(x - row_max) / row_sum``.
+
+``-inf`` (a masked score) must give exactly 0. A lane that has seen only ``-inf``
+has ``m == -inf``, and ``exp(-inf - (-inf))`` is NaN, so such a lane shifts by 0
+instead. A row that is entirely ``-inf`` gives NaN, as in PyTorch.
+
+Check it:  kp check softmax --dir DIR
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(x_ptr, out_ptr, n_cols, stride_xm, stride_om, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * stride_xm
+    out_row = out_ptr + row * stride_om
+
+    m = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
+    s = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp(m - shift) + tl.exp(x - shift)
+        m = m_new
+
+    row_max = tl.max(m, axis=0)
+    row_sum = tl.sum(s * tl.exp(m - row_max), axis=0)
+
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        y = tl.exp(x - row_max) / row_sum
+        tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def softmax(x: torch.Tensor, out: torch.Tensor, block: int = 128) -> None:
+    """Write the softmax of each row of the 2-D ``x`` into ``out`` (unit column stride)."""
+    n_rows, n_cols = x.shape
+    softmax_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK=block)

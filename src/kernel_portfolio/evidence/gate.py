@@ -1,0 +1,685 @@
+"""The evidence gate: no measured-looking figure on the site without a saved result.
+
+:func:`check_site` reads every built HTML page (Markdown pages, executed
+notebooks, API pages, generated pages) and fails on:
+
+* a **measured-looking figure outside a claim**: a number with a time unit
+  (ns, us, µs, ms, s), a bandwidth or throughput unit (GB/s, TB/s, TFLOP/s,
+  FLOP/s), a speed-up (``1.8x``, ``1.8×``, "1.8 times faster", "a speed-up of
+  1.8"), a percentage next to a bandwidth or baseline word ("91% of copy
+  bandwidth", "80% of cuBLAS"), or any number in a table column whose header
+  carries such a unit. Code blocks are scanned too: a hand-typed timing in a
+  code block is still a hand-typed timing. Navigation menus are skipped
+  because they repeat titles that are scanned on their own pages;
+* a **claim** (``a.kp-claim``) that names a missing result, case or
+  implementation, whose shown text or ``data-value`` differs from the saved
+  value (tampered), whose link does not lead to its evidence, or that quotes a
+  **stale** case (a source it depends on changed since it was measured). An
+  archived result (``archive/...``) is quoted as a record of the past: it is
+  judged against the sources kept beside it, not against today's files;
+* an **evidence value** (``span.kp-value``) anywhere but the generated
+  evidence page of its own result, or whose text differs from the value the
+  JSON pointer ``data-field`` names in that result. This is the only way a
+  page shows a raw number without a claim, and only evidence pages can;
+* a results file that does not validate (edited values or hashes);
+* a resource loaded from another host (script, stylesheet, image, frame,
+  ``import()`` or ``url()``): the site must work offline;
+* an allow-list entry without a reason (the entry then allows nothing).
+
+Numbers that look measured but are not (a datasheet figure, a byte count)
+belong in the allow-list (``docs/evidence/allowlist.yml``), each with a reason;
+the evidence index publishes it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import posixpath
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from kernel_portfolio.evidence import htmltree
+from kernel_portfolio.evidence.quote import (
+    Claim,
+    case_anchor,
+    format_value,
+    load_result,
+    make_claim,
+    quotables,
+)
+
+#: Path of the allow-list under the repository root.
+ALLOWLIST = Path("docs/evidence/allowlist.yml")
+
+_MASK = "\ufffc"  # stands in for a claim's text: no pattern can match across it
+_NUM = r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?"
+_SP = r"[\s-]?"
+_TIME_UNITS = r"ns|us|µs|μs|ms|s|secs?|seconds?|milliseconds?|microseconds?|nanoseconds?"
+_PATTERNS = {
+    "time": re.compile(rf"(?P<num>{_NUM}){_SP}(?P<unit>{_TIME_UNITS})(?![\w/])"),
+    "bandwidth": re.compile(
+        rf"(?P<num>{_NUM}){_SP}(?P<unit>[kKMGTP]i?B/s(?:ec)?|[kKMGTP]?i?Bps)(?!\w)"
+    ),
+    "throughput": re.compile(
+        rf"(?P<num>{_NUM}){_SP}(?P<unit>(?i:[kmgtp]?flop/?s|[kmgtp]?flops))(?!\w)"
+    ),
+    "speedup": re.compile(
+        rf"(?P<num>{_NUM})(?:[x×](?![\w])(?!\s*\d)|\s?×(?!\s*[\w(])"
+        r"|\s?[x×]\s+(?=(?:faster|slower|quicker|better|worse|speed|the\b))"
+        r"|\s+times\s+(?=(?:faster|slower|quicker|better|worse|as\s+fast|the\s+speed)))"
+        rf"|(?i:speed-?ups?)\s*(?:of|is|was|=|:)?\s*(?P<num2>{_NUM})"
+    ),
+    "percent": re.compile(rf"(?P<num>{_NUM})\s?(?:%|percent\b)"),
+}
+_PERCENT_CONTEXT = re.compile(
+    r"copy|bandwidth|peak|roofline|hbm|dram|cublas|torch|liger|compile|baseline"
+    r"|speed[- ]of[- ]light|throughput|faster|slower|speed-?up|gb/s|tflop",
+    re.I,
+)
+_UNIT_HEADER = re.compile(
+    r"µs|μs|\b(?:us|ms|ns|s)\b|seconds|\btime\b|B/s|FLOP|%|speed-?up|×|\btimes\b", re.I
+)
+INLINE = frozenset((
+    "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "i", "kbd", "mark",
+    "q", "s", "samp", "small", "span", "strong", "sub", "sup", "time", "u", "var", "wbr",
+    "del", "ins", "label", "font",
+))  # fmt: skip
+_SKIP = frozenset(["script", "style", "template", "head", "noscript", "svg"])
+_EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.I)
+_INLINE_FETCH = re.compile(r"""(?:import\s*\(|url\(|@import\s|\.src\s*=)\s*["']?(?:https?:)?//""")
+_PASSIVE_LINK_RELS = {"canonical", "alternate", "prev", "next", "author", "license", "help"}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One reason the gate refuses the site."""
+
+    page: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.page}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """A claim found on a page (the evidence index lists these)."""
+
+    page: str
+    text: str
+    result_id: str
+    case_id: str
+    stat: str
+    impl: str
+    baseline: str | None
+    status: str  # "current", "archived", "stale" or "invalid"
+
+
+@dataclass(frozen=True)
+class AllowEntry:
+    """A number that looks measured but is not, and why it may stand."""
+
+    text: str
+    reason: str
+    pages: tuple[str, ...] = ()
+
+    def allows(self, figure: str, page: str) -> bool:
+        """Whether this entry allows ``figure`` on the page with URL ``page``."""
+        if not self.reason.strip() or _norm(figure) != _norm(self.text):
+            return False
+        return not self.pages or any(fnmatch.fnmatch(page, p) for p in self.pages)
+
+
+@dataclass
+class Report:
+    """What the gate found: failures (empty when the site may publish) and every claim."""
+
+    failures: list[Failure] = field(default_factory=list)
+    claims: list[ClaimRecord] = field(default_factory=list)
+    pages: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Whether the site may be published."""
+        return not self.failures
+
+    def summary(self) -> str:
+        """A human-readable report, one failure per paragraph."""
+        head = (
+            f"evidence gate: {len(self.failures)} problem(s) in {self.pages} page(s), "
+            f"{len(self.claims)} claim(s) checked"
+        )
+        return "\n".join([head, *(f"  - {f}" for f in self.failures)])
+
+
+def _show(text: str) -> str:
+    """Quote page text for a message, spaces as spaces."""
+    return "'" + re.sub(r"[\u00a0\u2009\u202f]", " ", text) + "'"
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace("μ", "µ")).strip()
+
+
+# ---------------------------------------------------------------- allow-list
+
+
+def load_allowlist(path: Path) -> tuple[list[AllowEntry], list[Failure]]:
+    """Read the allow-list; entries without a reason come back as failures.
+
+    The file is a YAML list of mappings with ``text`` (the figure exactly as
+    shown), ``reason`` and optionally ``pages`` (URL globs, e.g.
+    ``methodology/``). A missing file is an empty allow-list.
+
+    Raises:
+        ValueError: the file is not a list of mappings with ``text``.
+    """
+    path = Path(path)
+    if not path.exists():
+        return [], []
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: the allow-list must be a YAML list of entries")
+    entries, failures = [], []
+    for i, item in enumerate(raw, 1):
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise ValueError(f"{path}: entry {i} needs a 'text' string")
+        reason = item.get("reason")
+        pages = item.get("pages") or []
+        if isinstance(pages, str):
+            pages = [pages]
+        entry = AllowEntry(item["text"], reason if isinstance(reason, str) else "", tuple(pages))
+        if not entry.reason.strip():
+            failures.append(
+                Failure(str(path), f"entry {i} ({entry.text!r}) has no reason; it allows nothing")
+            )
+        entries.append(entry)
+    return entries, failures
+
+
+# -------------------------------------------------------------- page reading
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A measured-looking figure found outside any claim."""
+
+    kind: str
+    text: str
+    context: str
+
+
+@dataclass
+class PageScan:
+    """What one page shows: its figures outside claims, claims, evidence values, resources."""
+
+    url: str
+    figures: list[Figure] = field(default_factory=list)
+    claims: list[tuple[dict[str, str], str]] = field(default_factory=list)
+    values: list[tuple[dict[str, str], str]] = field(default_factory=list)
+    external: list[str] = field(default_factory=list)
+
+
+def find_figures(text: str) -> list[Figure]:
+    """Measured-looking figures in one block of text (claims already masked).
+
+    Args:
+        text: Text of one block element, whitespace as rendered.
+
+    Returns:
+        Each figure with its kind and some surrounding context.
+    """
+    text = re.sub(r"\s+", " ", text)
+    found: list[tuple[int, int, str]] = []
+    for kind, pattern in _PATTERNS.items():
+        for m in pattern.finditer(text):
+            if kind == "percent":
+                window = text[max(0, m.start() - 40) : m.end() + 60]
+                if not _PERCENT_CONTEXT.search(window):
+                    continue
+            if any(s < m.end() and m.start() < e for s, e, _ in found):
+                continue
+            found.append((m.start(), m.end(), kind))
+    return [
+        Figure(
+            kind,
+            text[s:e].strip(),
+            text[max(0, s - 50) : e + 50].replace(_MASK, "[claim]").strip(),
+        )
+        for s, e, kind in sorted(found)
+    ]
+
+
+def _is_claim(node: htmltree.Node) -> bool:
+    return node.tag == "a" and "kp-claim" in node.classes
+
+
+def _is_value(node: htmltree.Node) -> bool:
+    return "kp-value" in node.classes
+
+
+def scan_page(url: str, source: str) -> PageScan:
+    """Read one built page.
+
+    Args:
+        url: The page's URL relative to the site root (``course/01-add/``).
+        source: Its HTML.
+    """
+    root = htmltree.parse(source)
+    scan = PageScan(url)
+    _scan_resources(root, scan)
+    body = next(root.iter("body"), root)
+    buffer: list[str] = []
+
+    def flush() -> None:
+        if buffer:
+            scan.figures.extend(find_figures("".join(buffer)))
+            buffer.clear()
+
+    def walk(node: htmltree.Node | str) -> None:
+        if isinstance(node, str):
+            buffer.append(node)
+            return
+        if node.tag in _SKIP or node.tag == "nav":
+            return
+        if _is_claim(node):
+            scan.claims.append((node.attrs, node.text()))
+            buffer.append(_MASK)
+            return
+        if _is_value(node):
+            scan.values.append((node.attrs, node.text()))
+            buffer.append(_MASK)
+            return
+        block = node.tag not in INLINE
+        if block:
+            flush()
+        if node.tag == "table":
+            _scan_table(node, scan)
+        for child in node.children:
+            walk(child)
+        if block:
+            flush()
+
+    walk(body)
+    flush()
+    return scan
+
+
+def _masked_text(node: htmltree.Node | str) -> str:
+    if isinstance(node, str):
+        return node
+    if node.tag in _SKIP:
+        return ""
+    if _is_claim(node) or _is_value(node):
+        return _MASK
+    return "".join(_masked_text(c) for c in node.children)
+
+
+def _scan_table(table: htmltree.Node, scan: PageScan) -> None:
+    """Numbers in a column whose header names a measured unit are figures too."""
+    rows = list(table.iter("tr"))
+    header: list[str] = []
+    for tr in rows:
+        cells = [c for c in tr.children if isinstance(c, htmltree.Node) and c.tag in ("td", "th")]
+        if not header:
+            if cells and all(c.tag == "th" for c in cells):
+                for c in cells:
+                    header += [_norm(_masked_text(c))] * int(c.attrs.get("colspan", "1") or 1)
+            continue
+        col = 0
+        for c in cells:
+            span = int(c.attrs.get("colspan", "1") or 1)
+            title = header[col] if col < len(header) else ""
+            col += span
+            if not _UNIT_HEADER.search(title):
+                continue
+            text = _norm(_masked_text(c))
+            if re.search(r"\d", text.replace(_MASK, "")) and not find_figures(text):
+                scan.figures.append(Figure("table", text, f"column '{title}': {text}"))
+
+
+def _scan_resources(root: htmltree.Node, scan: PageScan) -> None:
+    attrs_by_tag = {
+        "script": ("src",),
+        "img": ("src", "srcset"),
+        "iframe": ("src",),
+        "source": ("src", "srcset"),
+        "video": ("src", "poster"),
+        "audio": ("src",),
+        "embed": ("src",),
+        "object": ("data",),
+        "input": ("src",),
+        "link": ("href",),
+    }
+    for node in root.iter():
+        names = attrs_by_tag.get(node.tag, ())
+        if node.tag == "link":
+            rels = set(node.attrs.get("rel", "").lower().split())
+            if rels and rels <= _PASSIVE_LINK_RELS:
+                names = ()
+        for name in names:
+            for value in node.attrs.get(name, "").split(","):
+                value = value.strip().split(" ")[0]
+                if value and _EXTERNAL.match(value):
+                    scan.external.append(f"<{node.tag} {name}={value}>")
+        if node.tag in ("script", "style"):
+            text = node.text()
+            for m in _INLINE_FETCH.finditer(text):
+                scan.external.append(f"inline <{node.tag}>: {text[m.start() : m.end() + 60]!r}")
+        if "style" in node.attrs and _INLINE_FETCH.search(node.attrs["style"]):
+            scan.external.append(f"style attribute of <{node.tag}>")
+
+
+def page_url(site: Path, path: Path) -> str:
+    """Site-relative URL of a built HTML file (``a/b/index.html`` -> ``a/b/``)."""
+    rel = path.relative_to(site).as_posix()
+    return rel[: -len("index.html")] if rel.endswith("index.html") else rel
+
+
+def scan_site(site: Path) -> list[PageScan]:
+    """Scan every ``*.html`` file of a built site, in path order."""
+    site = Path(site)
+    return [
+        scan_page(page_url(site, p), p.read_text(encoding="utf-8"))
+        for p in sorted(site.rglob("*.html"))
+    ]
+
+
+# ------------------------------------------------------------------- judging
+
+
+class ResultSet:
+    """The results under ``root``: loaded lazily, with their load errors and staleness."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._loaded: dict[str, object] = {}
+        self._errors: dict[str, str] = {}
+        self._stale: dict[tuple[str, str], list[str]] = {}
+        self._ids: list[str] | None = None
+
+    def ids(self) -> list[str]:
+        """Ids of every benchmark results file (archive included), sorted.
+
+        A JSON file under ``results/`` with a top-level ``kind`` (such as the
+        Triton release matrix of the sm_120a case study) is another kind of
+        record: it cannot be quoted and is not a benchmark result.
+        """
+        from kernel_portfolio.results import result_id, result_paths
+
+        if self._ids is None:
+            self._ids = [result_id(p) for p in result_paths(self.root) if not _other_kind(p)]
+        return self._ids
+
+    def get(self, result_id: str):
+        """The loaded result, or ``None`` with :meth:`error` saying why."""
+        if result_id in self._loaded or result_id in self._errors:
+            return self._loaded.get(result_id)
+        from kernel_portfolio.results import ResultError
+
+        try:
+            self._loaded[result_id] = load_result(self.root, result_id)
+        except (ValueError, TypeError, ResultError) as err:
+            self._errors[result_id] = str(err)
+            return None
+        return self._loaded[result_id]
+
+    def error(self, result_id: str) -> str:
+        """Why :meth:`get` returned ``None`` for ``result_id``."""
+        return self._errors.get(result_id, "")
+
+    def changed(self, result_id: str, case_id: str) -> list[str]:
+        """Sources of a case that changed since it was measured ([] when current)."""
+        key = (result_id, case_id)
+        if key not in self._stale:
+            staleness = self.get(result_id).case_staleness(case_id, self.root)
+            self._stale[key] = [] if staleness.current else list(staleness.changed)
+        return self._stale[key]
+
+
+def _other_kind(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # unreadable: load() reports it
+    return isinstance(data, dict) and "kind" in data
+
+
+def _nearest(figure: Figure, saved: list[Claim], limit: int = 3) -> str:
+    """The saved values closest to a figure of the same kind, as quotable claims."""
+    value = _figure_value(figure)
+    kind = {"table": None}.get(figure.kind, figure.kind)
+    pool = [c for c in saved if _claim_kind(c) == kind and c.value > 0] if kind else saved
+    if not pool:
+        return "no saved value of that kind"
+    if value and value > 0:
+        pool = sorted(pool, key=lambda c: abs(math.log(c.value / value)))
+    shown = [
+        f"{c.text} = {{{{ claim {c.result_id} {c.case_id} "
+        f"{c.impl}{'/' + c.baseline if c.baseline and c.stat == 'speedup' else ''} {c.stat} }}}}"
+        for c in pool[:limit]
+    ]
+    return "; ".join(shown)
+
+
+def _claim_kind(claim: Claim) -> str:
+    if claim.text.endswith("×"):
+        return "speedup"
+    if claim.text.endswith("%"):
+        return "percent"
+    if claim.text.endswith("B/s"):
+        return "bandwidth"
+    if claim.text.endswith("FLOP/s"):
+        return "throughput"
+    if re.search(r"\d\s?(?:ns|µs|ms|s)$", claim.text):
+        return "time"
+    return "other"
+
+
+_TIME_US = {"n": 1e-3, "u": 1.0, "µ": 1.0, "m": 1e3, "s": 1e6}
+_PREFIX = {"k": 1e-6, "m": 1e-3, "g": 1.0, "t": 1e3, "p": 1e6}
+
+
+def _figure_value(figure: Figure) -> float | None:
+    """A figure in the unit saved values use (µs, GB/s, TFLOP/s, ratio, %)."""
+    m = re.search(r"\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?", figure.text)
+    if not m:
+        return None
+    value = float(m[0].replace(",", ""))
+    unit = figure.text[m.end() :].strip(" -\u00a0\u202f\u2009").lower().replace("μ", "µ")
+    if figure.kind == "time":
+        return value * (1e3 if unit.startswith("milli") else _TIME_US.get(unit[:1], 1.0))
+    if figure.kind == "bandwidth":
+        return value * _PREFIX.get(unit[:1], 1.0)
+    if figure.kind == "throughput":
+        return value * _PREFIX.get(unit[:1], 1.0) / 1e3
+    return value
+
+
+def _json_pointer(data: object, pointer: str) -> object:
+    if not pointer.startswith("/"):
+        raise KeyError(pointer)
+    for token in pointer[1:].split("/"):
+        token = token.replace("~1", "/").replace("~0", "~")
+        data = data[int(token)] if isinstance(data, list) else data[token]
+    return data
+
+
+def _check_href(page: str, href: str, result_id: str, case_id: str) -> str | None:
+    """Why a claim's href does not lead to its case's evidence (None when it does)."""
+    path, _, anchor = href.partition("#")
+    if _EXTERNAL.match(path) or path.startswith("/"):
+        return f"link {href!r} is not a relative link into this site"
+    base = page if page.endswith("/") else posixpath.dirname(page) + "/"
+    target = posixpath.normpath(posixpath.join(base, path)) + "/"
+    expected = f"evidence/{result_id}/"
+    if target.replace("/index.html/", "/") != expected or anchor != case_anchor(case_id):
+        return f"links to {href!r}, not to {expected}#{case_anchor(case_id)}"
+    return None
+
+
+def check_site(
+    site: Path,
+    root: Path,
+    *,
+    allowlist: Path | None = None,
+    sources: Mapping[str, str] | None = None,
+) -> Report:
+    """Judge a built site against the saved results.
+
+    Args:
+        site: The built site folder (``site/``).
+        root: Repository root holding ``results/`` and the measured sources.
+        allowlist: Allow-list file; ``<root>/docs/evidence/allowlist.yml`` by default.
+        sources: Optional map from page URL to its source file, used to name pages.
+
+    Returns:
+        The :class:`Report`; ``report.ok`` is whether the site may publish.
+
+    Raises:
+        ValueError: ``site`` is not a folder with HTML pages.
+    """
+    site = Path(site)
+    if not site.is_dir() or not any(site.rglob("*.html")):
+        raise ValueError(f"site {site} is not a built site (no HTML pages)")
+    return judge(scan_site(site), root, allowlist=allowlist, sources=sources)
+
+
+def judge(
+    scans: list[PageScan],
+    root: Path,
+    *,
+    allowlist: Path | None = None,
+    sources: Mapping[str, str] | None = None,
+) -> Report:
+    """Judge scanned pages (see :func:`check_site`, which scans and judges)."""
+    root = Path(root)
+    allow, failures = load_allowlist(allowlist or root / ALLOWLIST)
+    report = Report(failures=list(failures), pages=len(scans))
+    results = ResultSet(root)
+    saved: list[Claim] = []
+    for result_id in results.ids():
+        result = results.get(result_id)
+        if result is None:
+            report.failures.append(
+                Failure(
+                    f"results/{result_id}.json", f"does not validate: {results.error(result_id)}"
+                )
+            )
+        else:
+            saved.extend(quotables(result_id, result.data))
+    for scan in scans:
+        name = scan.url or "home"
+        if sources and scan.url in sources:
+            name += f" ({sources[scan.url]})"
+
+        def fail(message: str, name: str = name) -> None:
+            report.failures.append(Failure(name, message))
+
+        for resource in scan.external:
+            fail(f"loads a resource from another host: {resource}")
+        seen: set[tuple[str, str]] = set()
+        for figure in scan.figures:
+            if (figure.text, figure.context) in seen:
+                continue
+            seen.add((figure.text, figure.context))
+            if any(entry.allows(figure.text, scan.url) for entry in allow):
+                continue
+            fail(
+                f"hand-typed {figure.kind} figure {_show(figure.text)} in “{figure.context}” "
+                f"is not a claim; nearest saved values: {_nearest(figure, saved)}"
+            )
+        stale: dict[tuple[str, str], list[str]] = {}
+        for attrs, text in scan.claims:
+            record = _judge_claim(scan.url, attrs, text, results, fail)
+            report.claims.append(record)
+            if record.status == "stale":
+                stale.setdefault((record.result_id, record.case_id), []).append(record.text)
+        for (result_id, case_id), texts in stale.items():
+            what = (
+                "its archived sources" if result_id.startswith("archive/") else "files it measured"
+            )
+            fail(
+                f"{len(texts)} claim(s) on {result_id} {case_id} ({', '.join(map(_show, texts))})"
+                f" are stale: {what} changed since the run "
+                f"({', '.join(results.changed(result_id, case_id))}); measure again with "
+                "`kp bench`, or quote an archived result kept with its sources"
+            )
+        for attrs, text in scan.values:
+            _judge_value(scan.url, attrs, text, results, fail)
+    return report
+
+
+def _judge_claim(url, attrs, text, results: ResultSet, fail) -> ClaimRecord:
+    result_id = attrs.get("data-result", "")
+    case_id = attrs.get("data-case", "")
+    stat = attrs.get("data-stat", "")
+    impl = attrs.get("data-impl", "")
+    baseline = attrs.get("data-baseline") or None
+    label = (
+        f"claim {text!r} ({result_id} {case_id} {impl}{'/' + baseline if baseline else ''} {stat})"
+    )
+    record = dict(
+        page=url,
+        text=text,
+        result_id=result_id,
+        case_id=case_id,
+        stat=stat,
+        impl=impl,
+        baseline=baseline,
+    )
+    result = results.get(result_id) if result_id else None
+    if result is None:
+        why = results.error(result_id) if result_id else "no data-result"
+        fail(f"{label} names a result that cannot be used: {why}")
+        return ClaimRecord(**record, status="invalid")
+    try:
+        claim = make_claim(result_id, result.data, case_id, stat, impl, baseline)
+    except (ValueError, TypeError, KeyError) as err:
+        fail(f"{label} cannot be backed: {err}")
+        return ClaimRecord(**record, status="invalid")
+    status = "archived" if claim.archived else "current"
+    try:
+        shown_value = float(attrs.get("data-value", "nan"))
+    except ValueError:
+        shown_value = math.nan
+    if text != claim.text or not math.isclose(shown_value, claim.value, rel_tol=1e-12):
+        fail(
+            f"{label} differs from the saved value {_show(claim.text)} ({claim.value!r}): tampered"
+        )
+        status = "invalid"
+    why = _check_href(url, attrs.get("href", ""), result_id, case_id)
+    if why:
+        fail(f"{label} {why}")
+        status = "invalid"
+    if results.changed(result_id, case_id):
+        status = "stale"  # reported once per page and case by judge()
+    return ClaimRecord(**record, status=status)
+
+
+def _judge_value(url, attrs, text, results: ResultSet, fail) -> None:
+    result_id = attrs.get("data-result", "")
+    where = f"evidence value {_show(text)} ({result_id} {attrs.get('data-field', '')})"
+    if url != f"evidence/{result_id}/":
+        fail(f"{where} may only appear on its own generated evidence page evidence/{result_id}/")
+        return
+    result = results.get(result_id)
+    if result is None:
+        fail(f"{where} names a result that cannot be used: {results.error(result_id)}")
+        return
+    try:
+        value = float(_json_pointer(result.data, attrs.get("data-field", "")))
+        expected = format_value(
+            value * float(attrs.get("data-scale", "1")), attrs.get("data-unit", "")
+        )
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        fail(f"{where} points at nothing in the result ({type(err).__name__}: {err})")
+        return
+    if text != expected:
+        fail(f"{where} differs from the saved value {_show(expected)}: tampered")

@@ -1,0 +1,572 @@
+"""Pages generated from ``results/`` at build time: evidence, benchmarks, indexes.
+
+Every number these pages show is either a claim (benchmarks tables, checked by
+the gate like any quote) or, on a result's own evidence page, an evidence value
+``<span class="kp-value" data-result=... data-field=JSON-pointer data-unit=...>``
+that the gate checks against the saved JSON. Nothing here types a number.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kernel_portfolio import charts
+from kernel_portfolio.evidence.quote import Claim, case_anchor, format_value, make_claim
+
+#: Implementations in the order tables list them.
+IMPL_ORDER = ("ours", "torch", "compile", "liger", "cublas")
+
+
+@dataclass(frozen=True)
+class GeneratedFile:
+    """A file the build adds to the site: ``src_uri`` as if it sat in ``docs/``."""
+
+    src_uri: str
+    content: str
+
+
+def _esc(text: object) -> str:
+    return "—" if text is None else html.escape(str(text), quote=True)
+
+
+def _pointer(*parts: object) -> str:
+    return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _value(result_id: str, data: dict, unit: str, *path: object, scale: float = 1.0) -> str:
+    """An evidence value: the saved number at ``path`` (times ``scale``), formatted,
+    tied to its JSON pointer so the gate can check it."""
+    node: object = data
+    for part in path:
+        node = node[part]  # type: ignore[index]
+    if node is None:
+        return "—"
+    extra = f' data-scale="{scale!r}"' if scale != 1.0 else ""
+    return (
+        f'<span class="kp-value" data-result="{_esc(result_id)}" '
+        f'data-field="{_esc(_pointer(*path))}" data-unit="{_esc(unit)}"{extra}>'
+        f"{_esc(format_value(float(node) * scale, unit))}</span>"
+    )
+
+
+def _impls(case: dict) -> list[str]:
+    names = list(case.get("impls", {}))
+    return sorted(names, key=lambda n: (IMPL_ORDER.index(n) if n in IMPL_ORDER else 99, n))
+
+
+def _ops(data: dict) -> list[str]:
+    return list(dict.fromkeys(c["op"] for c in data.get("cases", [])))
+
+
+def raw_names(result_id: str, data: dict) -> tuple[str, str | None]:
+    """Site paths (as docs ``src_uri``) of a result's raw JSON and raw log copies.
+
+    The log is ``None`` when the result saved none.
+    """
+    stem = result_id.rsplit("/", 1)[-1]
+    log = data.get("log")
+    return f"evidence/{result_id}/{stem}.json", (f"evidence/{result_id}/{log}" if log else None)
+
+
+# ------------------------------------------------------------ evidence pages
+
+
+def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> list[GeneratedFile]:
+    """The evidence page of one result, and its chart files.
+
+    Args:
+        result_id: Result id.
+        data: The result's data.
+        stale: For each stale case id, the sources that changed since the run.
+
+    Returns:
+        The page (``evidence/<id>.md``) and one samples chart JSON per operator.
+    """
+    raw_json, raw_log = raw_names(result_id, data)
+    here = posixpath.dirname(f"evidence/{result_id}.md")
+    env, state = data.get("env", {}), data.get("gpu_state", {})
+    git = data.get("git", {})
+    archived = result_id.startswith("archive/")
+    lines = [
+        f"# Evidence: {result_id}",
+        "",
+        "The raw record of one benchmark run, as saved. Every number below is read from "
+        "the saved JSON when the site is built, and the build checks each against it.",
+        "",
+        f"[Raw JSON]({posixpath.relpath(raw_json, here)}) · "
+        + (
+            f"[Raw log]({posixpath.relpath(raw_log, here)}) · "
+            if raw_log
+            else "no raw log saved · "
+        )
+        + "[How these numbers are taken]("
+        + posixpath.relpath("methodology.md", here)
+        + ")",
+        "",
+    ]
+    if archived:
+        lines += [
+            '!!! note "Archived result"',
+            "    This run was superseded. It is kept with the exact sources it measured, "
+            "so it stays quotable as a record of the past.",
+            "",
+        ]
+    if stale:
+        lines += [
+            '!!! warning "Stale cases"',
+            f"    {len(stale)} case(s) depend on sources that changed since this run; "
+            "the site refuses to quote them until they are measured again.",
+            "",
+        ]
+    run_rows = [
+        ("command", f"<code>{_esc(data.get('command', ''))}</code>"),
+        (
+            "commit",
+            f"<code>{_esc(git.get('commit'))}</code>" + (" (dirty)" if git.get("dirty") else ""),
+        ),
+        ("started (UTC)", _esc(data.get("started_utc", ""))),
+        ("finished (UTC)", _esc(data.get("finished_utc", ""))),
+        (
+            "GPU",
+            f"{_esc(env.get('gpu_name', ''))}, {_esc(env.get('sm_count', ''))} SMs, "
+            f"L2 {_esc(env.get('l2_bytes', ''))} bytes, "
+            f"memory clock {_esc(env.get('memory_clock_mhz', ''))} MHz",
+        ),
+        (
+            "software",
+            ", ".join(
+                f"{k} {_esc(env[k])}"
+                for k in ("driver", "cuda", "torch", "triton", "python")
+                if k in env
+            ),
+        ),
+        ("platform", _esc(env.get("platform", ""))),
+    ]
+    timing = data.get("timing", {})
+    timing_text = ", ".join(
+        f"{k} {_esc(timing[k])}" for k in ("cache", "visits", "seed") if k in timing
+    )
+    if timing.get("warmup_ms") is not None:
+        timing_text += ", warm-up " + _value(result_id, data, "ms", "timing", "warmup_ms")
+    if timing.get("notes"):
+        timing_text += f"; {_esc(timing['notes'])}"
+    run_rows.append(("timing", timing_text))
+    for when in ("before", "after"):
+        s = state.get(when) or {}
+        run_rows.append(
+            (
+                f"GPU {when}",
+                f"utilisation {_esc(s.get('utilization_pct'))} %, "
+                f"SM clock {_esc(s.get('sm_clock_mhz'))} MHz, "
+                f"memory clock {_esc(s.get('mem_clock_mhz'))} MHz, "
+                f"{_esc(s.get('temperature_c'))} °C",
+            )
+        )
+    run_rows.append(("busy at start", _esc(state.get("busy_at_start"))))
+    if data.get("copy_bandwidth"):
+        run_rows.append(
+            (
+                "copy bandwidth",
+                _value(result_id, data, "GB/s", "copy_bandwidth", "gbps")
+                + " (median "
+                + _value(result_id, data, "ms", "copy_bandwidth", "median_ms")
+                + f" to read and write {_esc(data['copy_bandwidth'].get('bytes'))} bytes)",
+            )
+        )
+    lines += ["## Run", "", _table(["", ""], run_rows, header=False), ""]
+
+    files: list[GeneratedFile] = []
+    stem = result_id.rsplit("/", 1)[-1]
+    for op in _ops(data):
+        lines += [f"## {op}", ""]
+        try:
+            fig = charts.samples_figure(data, op)
+        except ValueError:
+            fig = None  # no samples: every implementation was skipped
+        if fig is not None:
+            name = f"{stem}-{op}-samples"
+            chart_uri = f"evidence/{result_id}/{name}.json"
+            files.append(GeneratedFile(chart_uri, charts.figure_json(fig)))
+            src = posixpath.relpath(chart_uri, f"evidence/{result_id}")
+            lines += [
+                charts.chart_div(None, name, src=src),
+                "",
+                f"[Chart data (JSON)]({posixpath.relpath(chart_uri, here)})",
+                "",
+            ]
+        for index, case in enumerate(data.get("cases", [])):
+            if case["op"] == op:
+                lines += _case_section(result_id, data, index, case, stale.get(case["id"]))
+    files.append(GeneratedFile(f"evidence/{result_id}.md", "\n".join(lines)))
+    return files
+
+
+def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -> list[str]:
+    anchor = case_anchor(case["id"])
+    formula = f"bytes {_esc(case.get('bytes'))} = <code>{_esc(case.get('bytes_formula'))}</code>"
+    if case.get("flops_formula"):
+        formula += f", FLOPs {_esc(case.get('flops'))} = <code>{_esc(case['flops_formula'])}</code>"
+    status = (
+        "stale: changed since the run: " + ", ".join(f"<code>{_esc(c)}</code>" for c in changed)
+        if changed
+        else "current"
+    )
+    rows = []
+    for impl in _impls(case):
+        record = case["impls"][impl]
+        base = ("cases", index, "impls", impl)
+        if record.get("status") != "ok":
+            rows.append(
+                [_esc(impl), f"{_esc(record.get('status'))}: {_esc(record.get('reason'))}"]
+                + [""] * 7
+            )
+            continue
+        rows.append(
+            [
+                _esc(impl),
+                "ok",
+                f"{record['rel_error']:.1e}" if record.get("rel_error") is not None else "—",
+                _value(result_id, data, "ms", *base, "median_ms"),
+                _value(result_id, data, "ms", *base, "q10_ms")
+                + " – "
+                + _value(result_id, data, "ms", *base, "q90_ms"),
+                _value(result_id, data, "GB/s", *base, "gbps"),
+                _value(result_id, data, "%", *base, "pct_copy"),
+                _value(result_id, data, "TFLOP/s", *base, "tflops"),
+                _esc(len(record.get("samples_ms") or [])),
+            ]
+        )
+    lines = [
+        f"### {_esc(case['id'])} {{ #{anchor} }}",
+        "",
+        f"{_esc(case['mode'])}, timer <code>{_esc(case.get('timer'))}</code>, "
+        f"cache {_esc(case.get('cache'))}; {formula}; {status}.",
+        "",
+        _table(
+            [
+                "impl",
+                "status",
+                "rel. error",
+                "median",
+                "q10 – q90",
+                "GB/s",
+                "% of copy",
+                "TFLOP/s",
+                "samples",
+            ],
+            rows,
+        ),
+        "",
+    ]
+    ratios = []
+    for i, ratio in enumerate(case.get("ratios", [])):
+        if ratio.get("median") is None:
+            continue
+        base = ("cases", index, "ratios", i)
+        ratios.append(
+            f"{_esc(ratio['impl'])} over {_esc(ratio['baseline'])}: "
+            + _value(result_id, data, "x", *base, "median")
+            + (
+                " (" + _value(result_id, data, "%", *base, "median", scale=100.0) + " of cuBLAS)"
+                if ratio["baseline"] == "cublas"
+                else ""
+            )
+            + (
+                " (q10 "
+                + _value(result_id, data, "x", *base, "q10")
+                + ", q90 "
+                + _value(result_id, data, "x", *base, "q90")
+                + ")"
+                if ratio.get("q10") is not None and ratio.get("q90") is not None
+                else ""
+            )
+        )
+    if ratios:
+        lines += [
+            "Speed-ups (baseline time / implementation time, per visit): "
+            + "; ".join(ratios)
+            + ".",
+            "",
+        ]
+    metrics = []
+    for impl in _impls(case):
+        for name, metric in (case["impls"][impl].get("metrics") or {}).items():
+            metrics.append(
+                f"{_esc(impl)} {_esc(name)} "
+                + _value(
+                    result_id,
+                    data,
+                    metric.get("unit", ""),
+                    "cases",
+                    index,
+                    "impls",
+                    impl,
+                    "metrics",
+                    name,
+                    "value",
+                )
+            )
+    if metrics:
+        lines += ["Other metrics: " + "; ".join(metrics) + ".", ""]
+    return lines
+
+
+def _table(
+    headers: list[str], rows: Iterable[list[str]] | Iterable[tuple], header: bool = True
+) -> str:
+    out = ["<table>"]
+    if header:
+        out.append(
+            "<thead><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in headers) + "</tr></thead>"
+        )
+    out.append("<tbody>")
+    for row in rows:
+        cells = list(row)
+        if not header:
+            out.append(
+                f'<tr><th scope="row">{cells[0]}</th>'
+                + "".join(f"<td>{c}</td>" for c in cells[1:])
+                + "</tr>"
+            )
+        else:
+            out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------- benchmarks pages
+
+
+def benchmarks_page(gpu: str, results: list[tuple[str, dict, object]]) -> list[GeneratedFile]:
+    """The benchmarks page of one GPU: per suite and operator, a chart and a table of claims.
+
+    Args:
+        gpu: GPU slug (the folder under ``results/``).
+        results: ``(result_id, data, frame)`` for each current result of that GPU.
+
+    Returns:
+        The page (``benchmarks/<gpu>.md``) and its chart JSON files.
+    """
+    gpu_name = next((d.get("env", {}).get("gpu_name") for _, d, _ in results), gpu)
+    page = f"benchmarks/{gpu}.md"
+    lines = [
+        f"# Benchmarks: {gpu_name}",
+        "",
+        f"Every result committed under `results/{gpu}/`. Each number is a claim: it links to "
+        "the run's evidence page, where the raw samples and the raw log are one click away. "
+        "[Methodology](../methodology.md) says how the numbers are taken and what they do "
+        "not show.",
+        "",
+    ]
+    files: list[GeneratedFile] = []
+    for result_id, data, frame in results:
+        stem = result_id.rsplit("/", 1)[-1]
+        lines += [
+            f"## Suite `{data.get('suite', stem)}`",
+            "",
+            f"Run of `{data.get('command', '')}` started {data.get('started_utc', '')} "
+            f"([evidence](../evidence/{result_id}.md)).",
+            "",
+        ]
+        for op in _ops(data):
+            lines += [f"### {op}", ""]
+            try:
+                fig = charts.summary_figure(frame, op)
+            except ValueError:
+                fig = None
+            if fig is not None:
+                name = f"{stem}-{op}"
+                chart_uri = f"benchmarks/{gpu}/{name}.json"
+                files.append(GeneratedFile(chart_uri, charts.figure_json(fig)))
+                lines += [
+                    charts.chart_div(
+                        None, name, src=posixpath.relpath(chart_uri, f"benchmarks/{gpu}")
+                    ),
+                    "",
+                    f"[Chart data (JSON)]({posixpath.relpath(chart_uri, 'benchmarks')})",
+                    "",
+                ]
+            lines += [_benchmark_table(result_id, data, op), ""]
+    files.append(GeneratedFile(page, "\n".join(lines)))
+    return files
+
+
+def _claim_or_dash(result_id, data, case_id, stat, impl, baseline=None) -> str:
+    try:
+        return make_claim(result_id, data, case_id, stat, impl, baseline).html()
+    except ValueError:
+        return "—"
+
+
+def _benchmark_table(result_id: str, data: dict, op: str) -> str:
+    cases = [c for c in data.get("cases", []) if c["op"] == op]
+    with_flops = any(c.get("flops") for c in cases)
+    headers = ["shape", "dtype", "mode", "impl", "median time", "GB/s", "% of copy"]
+    headers += ["TFLOP/s"] if with_flops else []
+    headers += ["ours: speed-up over it"]
+    rows = []
+    for case in cases:
+        for impl in _impls(case):
+            record = case["impls"][impl]
+            row = [
+                "x".join(map(str, case["shape"])),
+                _esc(case["dtype"]),
+                _esc(case["mode"]),
+                _esc(impl),
+            ]
+            if record.get("status") != "ok":
+                rows.append(
+                    row
+                    + [f"{_esc(record.get('status'))}: {_esc(record.get('reason'))}"]
+                    + [""] * (len(headers) - 5)
+                )
+                continue
+            stats = ["median_us", "gbps", "pct_copy"] + (["tflops"] if with_flops else [])
+            row += [_claim_or_dash(result_id, data, case["id"], s, impl) for s in stats]
+            row.append(
+                ""
+                if impl == "ours"
+                else _claim_or_dash(result_id, data, case["id"], "speedup", "ours", impl)
+            )
+            rows.append(row)
+    return _table(headers, rows)
+
+
+def benchmarks_index(gpus: dict[str, list[str]], invalid: list[str]) -> str:
+    """Markdown listing the per-GPU pages, or saying that no result is committed yet."""
+    if not gpus:
+        lines = [
+            "No benchmark results are committed yet. Once a run of `kp bench --suite default` "
+            "is saved under `results/<gpu>/`, this page lists it, per GPU, with tables and charts; "
+            "[Contributing](../contributing.md) says how to produce one.",
+        ]
+    else:
+        lines = ["| GPU | results |", "| --- | --- |"]
+        for gpu, ids in sorted(gpus.items()):
+            lines.append(
+                f"| [{gpu}]({gpu}.md) | "
+                + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in ids)
+                + " |"
+            )
+    if invalid:
+        lines += [
+            "",
+            "These results files do not validate and are not shown: "
+            + ", ".join(f"`results/{i}.json`" for i in invalid)
+            + ".",
+        ]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------- evidence index
+
+
+def results_index(entries: list[tuple[str, dict, int]]) -> str:
+    """Markdown table of every result: id, suite, GPU, time, stale case count."""
+    if not entries:
+        return "No results are committed yet, so the site quotes none."
+    lines = [
+        "| result | GPU | started (UTC) | cases | stale cases |",
+        "| --- | --- | --- | ---: | ---: |",
+    ]
+    for result_id, data, n_stale in entries:
+        lines.append(
+            f"| [`{result_id}`]({result_id}.md) | {data.get('env', {}).get('gpu_name', '')} | "
+            f"{data.get('started_utc', '')} | {len(data.get('cases', []))} | {n_stale} |"
+        )
+    return "\n".join(lines)
+
+
+def allowlist_index(entries) -> str:
+    """Markdown table of the allow-list with each entry's reason."""
+    if not entries:
+        return "The allow-list is empty: every measured-looking figure on the site is a claim."
+    lines = ["| figure | where | reason |", "| --- | --- | --- |"]
+    for e in entries:
+        where = ", ".join(f"`{p}`" for p in e.pages) or "any page"
+        reason = e.reason.strip() or "**missing: this entry allows nothing**"
+        lines.append(f"| <code>{_esc(e.text)}</code> | {where} | {_esc(reason)} |")
+    return "\n".join(lines)
+
+
+#: Pages whose claims the evidence index counts instead of listing one by one:
+#: generated benchmark tables quote every statistic of every case.
+GENERATED_CLAIM_PAGES = "benchmarks/"
+
+
+def claims_index(claims: list[tuple[str, dict[str, str], str]], link) -> str:
+    """HTML listing every claim on the site.
+
+    Claims written on pages (Markdown and notebooks) are listed one per row;
+    claims of the generated benchmark pages are counted per page and result.
+    ``claims.json`` beside the index lists every one (see :func:`claims_json`).
+
+    Args:
+        claims: ``(page URL, claim attributes, shown text)`` for each claim.
+        link: Function rewriting a claim's placeholder href for the evidence index.
+    """
+    rows, counted = [], {}
+    for url, attrs, text in claims:
+        claim = Claim.from_element(attrs, text)
+        href = posixpath.relpath(url or ".", "evidence") + "/"
+        page = f'<a href="{_esc(href)}">{_esc(url or "home")}</a>'
+        if url.startswith(GENERATED_CLAIM_PAGES):
+            counted.setdefault((page, claim.result_id), 0)
+            counted[(page, claim.result_id)] += 1
+            continue
+        rows.append(
+            [
+                page,
+                link(claim.html()),
+                f"<code>{_esc(claim.result_id)}</code>",
+                f"<code>{_esc(claim.case_id)}</code>",
+                _esc(
+                    claim.impl + (f"/{claim.baseline}" if claim.baseline else "") + f" {claim.stat}"
+                ),
+                "archived" if claim.archived else "current",
+            ]
+        )
+    out = [
+        f"<p>{len(claims)} claim(s) in all; every one, with its page, value and source, is in "
+        '<a href="claims.json">claims.json</a>.</p>'
+    ]
+    if rows:
+        out.append(
+            _table(["page", "value shown", "result", "case", "statistic", "result kind"], rows)
+        )
+    else:
+        out.append("<p>No written page quotes a result yet.</p>")
+    if counted:
+        out.append("<p>Generated benchmark pages quote every statistic of every case:</p>")
+        out.append(
+            _table(
+                ["page", "result", "claims"],
+                [[page, f"<code>{_esc(rid)}</code>", str(n)] for (page, rid), n in counted.items()],
+            )
+        )
+    return "\n".join(out)
+
+
+def claims_json(claims: list[tuple[str, dict[str, str], str]]) -> str:
+    """Every claim on the site as JSON: page, shown text, result, case, impl, baseline, stat."""
+    rows = []
+    for url, attrs, text in claims:
+        c = Claim.from_element(attrs, text)
+        rows.append(
+            {
+                "page": url,
+                "text": text,
+                "result": c.result_id,
+                "case": c.case_id,
+                "impl": c.impl,
+                "baseline": c.baseline,
+                "stat": c.stat,
+                "value": c.value,
+                "kind": "archived" if c.archived else "current",
+            }
+        )
+    return json.dumps(rows, indent=1, ensure_ascii=False)

@@ -1,0 +1,489 @@
+"""Quoting saved results: the one way to put a measured figure on a page.
+
+A claim names a result file, a case in it, a statistic and the implementation
+(and, for a ratio, the baseline). The value, its unit and its rounding come from
+the saved result, never from the author. A claim renders as a link::
+
+    <a class="kp-claim" href="kp-evidence:h200/default#softmax-fwd-8192x8192-float16"
+       data-result="h200/default" data-case="softmax/fwd/8192x8192/float16"
+       data-stat="gbps" data-impl="ours" data-value="3900.0">3900 GB/s</a>
+
+The ``kp-evidence:`` href is a placeholder (a notebook cannot know the URL of
+the page it ends up on); the site build rewrites it into a relative link to the
+case's anchor on the result's evidence page.
+
+Markdown pages use ``{{ claim RESULT CASE IMPL STAT }}``, with ``IMPL`` written
+``impl/baseline`` for a ratio; notebooks call :func:`quote`. Both go through
+:func:`resolve`, and so does the gate when it checks a rendered claim.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Statistics of one implementation of one case.
+IMPL_STATS = ("median_us", "gbps", "pct_copy", "tflops")
+#: Statistics of one implementation against a baseline in the same run.
+RATIO_STATS = ("speedup", "pct_cublas")
+#: Every quotable statistic; ``metrics.<name>`` quotes an extra metric too.
+STATS = IMPL_STATS + RATIO_STATS
+
+#: href scheme of a claim before the site build rewrites it per page.
+PLACEHOLDER = "kp-evidence:"
+
+# Narrow no-break space between a number and its unit: never wraps, and the
+# gate's unit patterns accept it like any other space.
+_SP = "\u202f"
+
+_MARKDOWN_CLAIM = re.compile(r"\{\{\s*claim\s+(?P<args>[^{}]*?)\s*\}\}")
+_FENCE = re.compile(r"^(?P<fence>[ \t]*(?:`{3,}|~{3,})).*?^(?P=fence)[ \t]*$", re.M | re.S)
+_CODE_SPAN = re.compile(r"(?P<ticks>`+).+?(?P=ticks)", re.S)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A saved value, formatted, that renders as a link to its evidence.
+
+    Attributes:
+        result_id: Result id, the path under ``results/`` without ``.json``.
+        case_id: Case id inside that result.
+        stat: Statistic name (see :data:`STATS`, or ``metrics.<name>``).
+        impl: Implementation the statistic belongs to.
+        baseline: Baseline implementation of a ratio, else ``None``.
+        value: The saved value, in the unit :func:`resolve` documents.
+        text: The value as shown: rounded and with its unit.
+    """
+
+    result_id: str
+    case_id: str
+    stat: str
+    impl: str
+    baseline: str | None
+    value: float
+    text: str
+
+    @classmethod
+    def from_element(cls, attrs: dict[str, str], text: str) -> Claim:
+        """The claim a rendered ``a.kp-claim`` element shows (its attributes and text)."""
+        try:
+            value = float(attrs.get("data-value", "nan"))
+        except ValueError:
+            value = math.nan
+        return cls(
+            attrs.get("data-result", ""),
+            attrs.get("data-case", ""),
+            attrs.get("data-stat", ""),
+            attrs.get("data-impl", ""),
+            attrs.get("data-baseline") or None,
+            value,
+            text,
+        )
+
+    @property
+    def archived(self) -> bool:
+        """Whether the claim quotes an archived result."""
+        return self.result_id.startswith("archive/")
+
+    @property
+    def href(self) -> str:
+        """Placeholder link to the case on the result's evidence page."""
+        return f"{PLACEHOLDER}{self.result_id}#{case_anchor(self.case_id)}"
+
+    def html(self) -> str:
+        """The claim as an ``<a class="kp-claim">`` element."""
+        attrs = {
+            "class": "kp-claim",
+            "href": self.href,
+            "data-result": self.result_id,
+            "data-case": self.case_id,
+            "data-stat": self.stat,
+            "data-impl": self.impl,
+        }
+        if self.baseline is not None:
+            attrs["data-baseline"] = self.baseline
+        attrs["data-value"] = repr(self.value)
+        joined = " ".join(f'{k}="{html.escape(v, quote=True)}"' for k, v in attrs.items())
+        return f"<a {joined}>{html.escape(self.text)}</a>"
+
+    def __str__(self) -> str:
+        return self.html()
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+
+def case_anchor(case_id: str) -> str:
+    """HTML id of a case on its evidence page.
+
+    ``softmax/fwd/8x8/float16`` -> ``softmax-fwd-8x8-float16``.
+    """
+    return re.sub(r"[^a-z0-9]+", "-", case_id.lower()).strip("-")
+
+
+def evidence_path(result_id: str) -> str:
+    """Site path of a result's evidence page source, e.g. ``evidence/h200/default.md``."""
+    return f"evidence/{result_id}.md"
+
+
+def check_result_id(result_id: object) -> str:
+    """Check a result id (``h200/default``, ``archive/h200/default-...``) and return it.
+
+    Raises:
+        TypeError: ``result_id`` is not a string.
+        ValueError: ``result_id`` is empty, absolute, or leaves ``results/``.
+    """
+    if not isinstance(result_id, str):
+        raise TypeError(f"result_id must be a str, got {type(result_id).__name__}")
+    parts = result_id.split("/")
+    if not result_id or result_id.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"result_id {result_id!r} is not a path under results/ without .json")
+    return result_id
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` rounded to ``digits`` significant digits, written without an exponent."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = digits - 1 - math.floor(math.log10(abs(value)))
+    rounded = round(value, decimals)
+    # Rounding can add a digit (999.6 -> 1000): recount on the rounded value.
+    decimals = digits - 1 - math.floor(math.log10(abs(rounded)))
+    return f"{rounded:.{max(decimals, 0)}f}"
+
+
+def format_time_us(us: float) -> str:
+    """A duration given in microseconds, in ns, µs, ms or s with 3 significant digits."""
+    if us == 0:
+        return f"0{_SP}µs"
+    for scale, unit in ((1e-3, "ns"), (1.0, "µs"), (1e3, "ms")):
+        shown = significant(us / scale)
+        if abs(float(shown)) < 1000:
+            return f"{shown}{_SP}{unit}"
+    return f"{significant(us / 1e6)}{_SP}s"
+
+
+def format_value(value: float, unit: str) -> str:
+    """Format a saved value for display according to its unit.
+
+    Args:
+        value: The saved number.
+        unit: ``"us"`` (any duration is converted to microseconds first),
+            ``"GB/s"`` (integer), ``"%"`` (one decimal), ``"x"`` (a ratio, two
+            decimals and ``×``), ``"TFLOP/s"`` (3 significant digits), or any
+            other unit (3 significant digits, then the unit).
+
+    Returns:
+        The text a page shows.
+    """
+    if unit in _TIME_SCALE_US:
+        return format_time_us(value * _TIME_SCALE_US[unit])
+    if unit == "GB/s":
+        return f"{round(value):d}{_SP}GB/s"
+    if unit == "%":
+        return f"{value:.1f}%"
+    if unit in ("x", "×"):
+        return f"{value:.2f}×"
+    if unit == "":
+        return significant(value)
+    return f"{significant(value)}{_SP}{unit}"
+
+
+_TIME_SCALE_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
+
+#: Unit of each statistic, as :func:`format_value` takes it.
+STAT_UNITS = {
+    "median_us": "us",
+    "gbps": "GB/s",
+    "pct_copy": "%",
+    "tflops": "TFLOP/s",
+    "speedup": "x",
+    "pct_cublas": "%",
+}
+
+
+# ------------------------------------------------------------------ resolving
+
+
+def find_case(data: dict, case_id: str) -> dict:
+    """The case record ``case_id`` of a result's data.
+
+    Raises:
+        ValueError: no such case (the message lists a few that exist).
+    """
+    for case in data.get("cases", []):
+        if case.get("id") == case_id:
+            return case
+    known = [c.get("id") for c in data.get("cases", [])]
+    close = [k for k in known if k and k.split("/")[0] == case_id.split("/")[0]][:5]
+    hint = f"; cases of that op: {', '.join(close)}" if close else ""
+    raise ValueError(f"case {case_id!r} is not in the result{hint}")
+
+
+def _ok_impl(case: dict, impl: str, role: str) -> dict:
+    record = case.get("impls", {}).get(impl)
+    if record is None:
+        known = ", ".join(sorted(case.get("impls", {})))
+        raise ValueError(f"{role} {impl!r} is not measured in case {case['id']!r} (has: {known})")
+    if record.get("status") != "ok":
+        raise ValueError(
+            f"{role} {impl!r} in case {case['id']!r} has status {record.get('status')!r}"
+            f" ({record.get('reason')}); only measured values can be quoted"
+        )
+    return record
+
+
+def resolve(
+    data: dict, case_id: str, stat: str, impl: str = "ours", baseline: str | None = None
+) -> tuple[float, str]:
+    """The saved value of one statistic and the unit it is formatted with.
+
+    ``median_us`` is the implementation's ``median_ms`` times 1000; ``speedup``
+    is the saved ratio ``baseline time / impl time``; ``pct_cublas`` is 100 times
+    the saved ratio against ``cublas``; ``metrics.<name>`` is an extra metric.
+
+    Args:
+        data: A loaded result's data.
+        case_id: Case id.
+        stat: Statistic name.
+        impl: Implementation.
+        baseline: Baseline of ``speedup`` (required there, refused elsewhere).
+
+    Returns:
+        ``(value, unit)``.
+
+    Raises:
+        ValueError: unknown statistic, case or implementation, a skipped
+            implementation, a missing value, or a baseline where none belongs.
+    """
+    if not isinstance(stat, str):
+        raise TypeError(f"stat must be a str, got {type(stat).__name__}")
+    if not isinstance(impl, str):
+        raise TypeError(f"impl must be a str, got {type(impl).__name__}")
+    case = find_case(data, case_id)
+    record = _ok_impl(case, impl, "impl")
+    if stat == "speedup" and baseline is None:
+        raise ValueError("stat 'speedup' needs baseline= (the implementation it is compared with)")
+    if stat == "pct_cublas":
+        if baseline not in (None, "cublas"):
+            raise ValueError(f"stat 'pct_cublas' compares with 'cublas', not baseline={baseline!r}")
+        baseline = "cublas"
+    elif stat != "speedup" and baseline is not None:
+        raise ValueError(f"baseline= is only for ratio stats {RATIO_STATS}, not {stat!r}")
+    if stat in RATIO_STATS:
+        _ok_impl(case, baseline, "baseline")
+        for ratio in case.get("ratios", []):
+            if ratio.get("impl") == impl and ratio.get("baseline") == baseline:
+                value = ratio.get("median")
+                break
+        else:
+            raise ValueError(f"case {case_id!r} saves no ratio {impl}/{baseline}")
+        if value is None:
+            raise ValueError(f"ratio {impl}/{baseline} of case {case_id!r} has no median")
+        return (float(value) * 100.0, "%") if stat == "pct_cublas" else (float(value), "x")
+    if stat.startswith("metrics."):
+        name = stat.removeprefix("metrics.")
+        metric = (record.get("metrics") or {}).get(name)
+        if metric is None:
+            raise ValueError(f"{impl!r} in case {case_id!r} has no metric {name!r}")
+        return float(metric["value"]), str(metric.get("unit") or "")
+    if stat not in IMPL_STATS:
+        raise ValueError(f"stat {stat!r} is not one of {STATS} or 'metrics.<name>'")
+    value = record.get("median_ms") if stat == "median_us" else record.get(stat)
+    if value is None:
+        raise ValueError(f"{impl!r} in case {case_id!r} has no value for {stat!r}")
+    return (float(value) * 1000.0 if stat == "median_us" else float(value)), STAT_UNITS[stat]
+
+
+def make_claim(
+    result_id: str,
+    data: dict,
+    case_id: str,
+    stat: str,
+    impl: str = "ours",
+    baseline: str | None = None,
+) -> Claim:
+    """A :class:`Claim` from a result's data (see :func:`resolve` for the rules)."""
+    value, unit = resolve(data, case_id, stat, impl, baseline)
+    if stat == "pct_cublas":
+        baseline = "cublas"
+    return Claim(result_id, case_id, stat, impl, baseline, value, format_value(value, unit))
+
+
+_FIELD = {"median_us": "median_ms"}
+
+
+def quotables(result_id: str, data: dict) -> Iterator[Claim]:
+    """Every claim a result can back: each statistic of each measured implementation and ratio."""
+    for case in data.get("cases", []):
+        for impl, record in case.get("impls", {}).items():
+            if record.get("status") != "ok":
+                continue
+            stats = [s for s in IMPL_STATS if record.get(_FIELD.get(s, s)) is not None]
+            stats += [f"metrics.{name}" for name in record.get("metrics") or {}]
+            for stat in stats:
+                yield make_claim(result_id, data, case["id"], stat, impl)
+        for ratio in case.get("ratios", []):
+            if ratio.get("median") is None:
+                continue
+            try:
+                yield make_claim(
+                    result_id, data, case["id"], "speedup", ratio["impl"], ratio["baseline"]
+                )
+            except ValueError:
+                continue  # a ratio against a skipped implementation is not quotable
+
+
+# ------------------------------------------------------------------- loading
+
+
+def result_path(root: Path, result_id: str) -> Path:
+    """Path of the JSON file behind a result id."""
+    return Path(root) / "results" / f"{check_result_id(result_id)}.json"
+
+
+@functools.lru_cache(maxsize=64)
+def _load_cached(path: str, mtime_ns: int, size: int):
+    from kernel_portfolio.results import load
+
+    return load(path)
+
+
+def load_result(root: Path, result_id: str):
+    """Load (validated) the result a claim names; cached while the file is unchanged.
+
+    Raises:
+        ValueError: no such results file.
+        kernel_portfolio.results.ResultError: the file does not validate (a ValueError).
+    """
+    path = result_path(root, result_id)
+    if not path.is_file():
+        raise ValueError(f"result {result_id!r} does not exist (no {path})")
+    stat = path.stat()
+    return _load_cached(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def quote(
+    result_id: str,
+    case_id: str,
+    stat: str,
+    impl: str = "ours",
+    baseline: str | None = None,
+    *,
+    root: str | Path | None = None,
+) -> Claim:
+    """Quote a saved value: the notebook half of the quoting mechanism.
+
+    Example::
+
+        from IPython.display import Markdown, display
+        from kernel_portfolio.evidence import quote
+
+        case = "softmax/fwd/8192x8192/float16"
+        display(Markdown(f"Ours reaches {quote('h200/default', case, 'gbps')}, "
+                         f"{quote('h200/default', case, 'speedup', baseline='torch')} "
+                         "the speed of torch."))
+
+    Args:
+        result_id: Result id, e.g. ``"h200/default"``.
+        case_id: Case id, e.g. ``"softmax/fwd/8192x8192/float16"``.
+        stat: ``"median_us"``, ``"gbps"``, ``"pct_copy"``, ``"tflops"``,
+            ``"pct_cublas"``, ``"speedup"`` (needs ``baseline``) or
+            ``"metrics.<name>"``.
+        impl: Implementation, ``"ours"`` by default.
+        baseline: Baseline implementation of ``"speedup"``.
+        root: Repository root; found from the working directory by default.
+
+    Returns:
+        The :class:`Claim`; ``str()`` of it, and its HTML representation,
+        is the link.
+
+    Raises:
+        ValueError: the result, case, implementation or statistic does not
+            exist, or the value was not measured.
+    """
+    if root is None:
+        from kernel_portfolio.results import repo_root
+
+        root = repo_root()
+    result = load_result(Path(root), result_id)
+    return make_claim(result_id, result.data, case_id, stat, impl, baseline)
+
+
+# ------------------------------------------------------------------ Markdown
+
+
+def parse_markdown_claim(args: str) -> tuple[str, str, str, str, str | None]:
+    """Split the arguments of ``{{ claim RESULT CASE IMPL[/BASELINE] STAT }}``.
+
+    Returns:
+        ``(result_id, case_id, stat, impl, baseline)``.
+
+    Raises:
+        ValueError: not exactly four arguments.
+    """
+    parts = args.split()
+    if len(parts) != 4:
+        raise ValueError(
+            "a claim takes 4 arguments: {{ claim RESULT CASE IMPL[/BASELINE] STAT }}, "
+            f"got {len(parts)}"
+        )
+    result_id, case_id, impls, stat = parts
+    impl, _, baseline = impls.partition("/")
+    return result_id, case_id, stat, impl, baseline or None
+
+
+def expand_markdown(markdown: str, root: Path) -> str:
+    """Replace every ``{{ claim ... }}`` outside code with its claim HTML.
+
+    Claims inside fenced code blocks and inline code spans stay as written, so
+    a page can show the syntax itself.
+
+    Raises:
+        ValueError: one line per claim that cannot be resolved.
+    """
+    errors: list[str] = []
+
+    def substitute(match: re.Match) -> str:
+        try:
+            result_id, case_id, stat, impl, baseline = parse_markdown_claim(match["args"])
+            return quote(result_id, case_id, stat, impl, baseline, root=root).html()
+        except (ValueError, TypeError) as err:  # ResultError is a ValueError
+            errors.append(f"{match[0]}: {err}")
+            return match[0]
+
+    out = _outside_code(markdown, lambda text: _MARKDOWN_CLAIM.sub(substitute, text))
+    if errors:
+        raise ValueError("\n".join(errors))
+    return out
+
+
+def _outside_code(markdown: str, transform) -> str:
+    """Apply ``transform`` to the parts of ``markdown`` outside fences and code spans."""
+    pieces: list[str] = []
+    last = 0
+    for fence in _FENCE.finditer(markdown):
+        pieces.append(_outside_spans(markdown[last : fence.start()], transform))
+        pieces.append(fence[0])
+        last = fence.end()
+    pieces.append(_outside_spans(markdown[last:], transform))
+    return "".join(pieces)
+
+
+def _outside_spans(text: str, transform) -> str:
+    pieces: list[str] = []
+    last = 0
+    for span in _CODE_SPAN.finditer(text):
+        pieces.append(transform(text[last : span.start()]))
+        pieces.append(span[0])
+        last = span.end()
+    pieces.append(transform(text[last:]))
+    return "".join(pieces)

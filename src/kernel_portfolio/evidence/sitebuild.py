@@ -1,0 +1,260 @@
+"""What the mkdocs build does with results: the logic behind ``evidence/hook.py``.
+
+* ``on_config``: find the repository root (the folder of ``mkdocs.yml``), load
+  every result, and expand glob entries of ``nav`` (``course/[0-9][0-9]-*``,
+  ``case-studies/*.py``, ``benchmarks/*.md``, ``evidence/**``) over the docs
+  and the generated pages, so new lessons, case studies and results appear
+  without editing ``mkdocs.yml``.
+* ``on_files``: add the generated pages (evidence pages, benchmarks pages, their
+  chart JSON), the raw JSON and log of every result, the case-study notebooks
+  from ``case_studies/``, and plotly.js from the installed plotly package.
+* ``on_page_markdown``: expand ``{{ claim ... }}`` and the ``<!-- kp:... -->``
+  markers of the benchmarks and evidence indexes.
+* ``on_page_content``: drop the CDN scripts (MathJax, Mermaid) that nbconvert
+  puts into every notebook page: the site loads nothing from other hosts.
+* ``on_post_page``: rewrite each claim's placeholder href into a relative link
+  to its evidence.
+* ``on_post_build``: write the list of every claim into the evidence index,
+  then run the gate over the built site; a failing gate fails the build.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import posixpath
+import re
+from pathlib import Path
+
+from kernel_portfolio.evidence import gate, pages
+from kernel_portfolio.evidence.quote import PLACEHOLDER, expand_markdown
+
+log = logging.getLogger("mkdocs.plugins.kernel_portfolio")
+
+_GLOB = re.compile(r"[*?\[]")
+_PAGE_EXT = (".md", ".py", ".ipynb")
+_HREF = re.compile(
+    r'href="' + re.escape(PLACEHOLDER) + r'(?P<result>[^"#]*)(?:#(?P<anchor>[^"]*))?"'
+)
+_NB_MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
+_NB_MERMAID = re.compile(
+    r'<script type="module">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*</script>', re.S
+)
+_CLAIMS_MARKER = '<div class="kp-claims-index"></div>'
+#: Site URL of the evidence index, where the list of every claim goes.
+EVIDENCE_INDEX = "evidence/"
+
+
+def relative_href(page_url: str, result_id: str, anchor: str | None) -> str:
+    """Link from the page at ``page_url`` to a case on a result's evidence page."""
+    base = page_url if page_url.endswith("/") or not page_url else posixpath.dirname(page_url)
+    href = posixpath.relpath(f"evidence/{result_id}", base or ".") + "/"
+    return href + (f"#{anchor}" if anchor else "")
+
+
+def rewrite_claim_links(output: str, page_url: str) -> str:
+    """Replace every claim's placeholder href in a page's HTML with a relative link."""
+    return _HREF.sub(
+        lambda m: f'href="{relative_href(page_url, m["result"], m["anchor"])}"', output
+    )
+
+
+def strip_notebook_cdn(content: str) -> str:
+    """Remove nbconvert's MathJax and Mermaid loaders (both fetch from a CDN)."""
+    return _NB_MERMAID.sub("", _NB_MATHJAX.sub("", content))
+
+
+def expand_nav(nav: list, uris: list[str]) -> list:
+    """Replace each glob entry of ``nav`` with the matching pages, in name order.
+
+    A page named explicitly anywhere in ``nav`` is not repeated by a glob.
+    """
+    explicit = set()
+
+    def collect(items):
+        for item in items:
+            value = next(iter(item.values())) if isinstance(item, dict) else item
+            if isinstance(value, list):
+                collect(value)
+            elif isinstance(value, str) and not _GLOB.search(value):
+                explicit.add(value)
+
+    collect(nav)
+    pages_ = sorted(u for u in uris if u.endswith(_PAGE_EXT))
+
+    def expand(items):
+        out = []
+        for item in items:
+            if isinstance(item, dict):
+                ((title, value),) = item.items()
+                if isinstance(value, list):
+                    out.append({title: expand(value)})
+                elif isinstance(value, str) and _GLOB.search(value):
+                    out.append({title: [u for u in pages_ if fnmatch.fnmatch(u, value)]})
+                else:
+                    out.append(item)
+            elif isinstance(item, str) and _GLOB.search(item):
+                out.extend(u for u in pages_ if fnmatch.fnmatch(u, item) and u not in explicit)
+            else:
+                out.append(item)
+        return out
+
+    return expand(nav)
+
+
+class SiteBuild:
+    """State of one mkdocs build (the hook keeps one and resets it per build)."""
+
+    def __init__(self) -> None:
+        self.root = Path(".")
+        self.results = None
+        self.generated: list[pages.GeneratedFile] = []
+        self.copies: list[tuple[str, Path]] = []
+        self.sources: dict[str, str] = {}
+        self.markers: dict[str, str] = {}
+
+    # ---------------------------------------------------------------- config
+    def on_config(self, config) -> None:
+        self.root = Path(config.config_file_path).resolve().parent
+        # Notebooks run in kernels started by this process: their quote()
+        # must read this tree's results, whatever directory mkdocs runs in.
+        os.environ["KP_ROOT"] = str(self.root)
+        self.results = gate.ResultSet(self.root)
+        self._generate()
+        docs = Path(config.docs_dir)
+        uris = [p.relative_to(docs).as_posix() for p in docs.rglob("*") if p.is_file()]
+        uris += [f.src_uri for f in self.generated] + [uri for uri, _ in self.copies]
+        if config.nav:
+            config.nav = expand_nav(config.nav, uris)
+
+    def _generate(self) -> None:
+        import plotly
+
+        results = self.results
+        self.generated, self.copies = [], []
+        by_gpu: dict[str, list] = {}
+        index_entries, invalid = [], []
+        for result_id in results.ids():
+            result = results.get(result_id)
+            if result is None:
+                invalid.append(result_id)
+                continue
+            data = result.data
+            stale = {
+                c["id"]: results.changed(result_id, c["id"])
+                for c in data.get("cases", [])
+                if results.changed(result_id, c["id"])
+            }
+            self.generated += pages.evidence_page(result_id, data, stale)
+            raw_json, raw_log = pages.raw_names(result_id, data)
+            self.copies.append((raw_json, Path(result.path)))
+            log_path = Path(result.path).with_name(
+                data.get("log") or Path(result.path).stem + ".log"
+            )
+            if log_path.is_file():
+                self.copies.append((raw_log, log_path))
+            index_entries.append((result_id, data, len(stale)))
+            if not result_id.startswith("archive/"):
+                by_gpu.setdefault(result_id.split("/")[0], []).append(
+                    (result_id, data, result.frame())
+                )
+        for gpu, entries in sorted(by_gpu.items()):
+            self.generated += pages.benchmarks_page(gpu, entries)
+        allow, _ = gate.load_allowlist(self.root / gate.ALLOWLIST)
+        self.markers = {
+            "<!-- kp:benchmarks -->": pages.benchmarks_index(
+                {g: [e[0] for e in entries] for g, entries in by_gpu.items()}, invalid
+            ),
+            "<!-- kp:results -->": pages.results_index(index_entries),
+            "<!-- kp:allowlist -->": pages.allowlist_index(allow),
+        }
+        for notebook in sorted((self.root / "case_studies").glob("*.py")):
+            self.copies.append((f"case-studies/{notebook.name}", notebook))
+        # Committed evidence that is not a results file ("kind" set, so no
+        # evidence page): the sm_120a case study links to these raw copies.
+        for raw in sorted((self.root / "results" / "triton-releases").glob("matrix.*")):
+            self.copies.append((f"evidence/triton-releases/{raw.name}", raw))
+        plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+        self.copies.append(("assets/kp/plotly.min.js", plotly_js))
+
+    # ----------------------------------------------------------------- files
+    def on_files(self, files, config):
+        from mkdocs.structure.files import File
+
+        for item in self.generated:
+            files.append(File.generated(config, item.src_uri, content=item.content))
+        for uri, path in self.copies:
+            files.append(File.generated(config, uri, abs_src_path=str(path)))
+        return files
+
+    def fix_notebook_files(self, files):
+        """Restore the source path of generated files that mkdocs-jupyter wrapped.
+
+        Its wrapper computes ``abs_src_path`` from ``src_dir``, which a
+        generated file (a case study from ``case_studies/``) does not have.
+        """
+        for file in files:
+            inner = getattr(file, "file", None)
+            if inner is not None and inner.abs_src_path and not file.abs_src_path:
+                file.abs_src_path = inner.abs_src_path
+        return files
+
+    # ----------------------------------------------------------------- pages
+    def on_page_markdown(self, markdown: str, page) -> str:
+        src = page.file.src_uri
+        if page.file.abs_src_path and Path(page.file.abs_src_path).is_relative_to(self.root):
+            src = Path(page.file.abs_src_path).relative_to(self.root).as_posix()
+        self.sources[page.url] = src
+        try:
+            markdown = expand_markdown(markdown, self.root)
+        except ValueError as err:
+            from mkdocs.exceptions import PluginError
+
+            raise PluginError(f"{src}: a claim cannot be resolved:\n{err}") from err
+        for marker, text in self.markers.items():
+            markdown = markdown.replace(marker, text)
+        return markdown
+
+    def on_page_content(self, content: str) -> str:
+        return strip_notebook_cdn(content)
+
+    def on_post_page(self, output: str, page) -> str:
+        self.sources.setdefault(page.url, page.file.src_uri)
+        return rewrite_claim_links(output, page.url)
+
+    # ----------------------------------------------------------------- build
+    def on_post_build(self, config) -> None:
+        from mkdocs.exceptions import PluginError
+
+        site = Path(config.site_dir)
+        scans = gate.scan_site(site)
+        index = site / EVIDENCE_INDEX / "index.html"
+        if index.is_file():
+            listed = [
+                (scan.url, attrs, text)
+                for scan in scans
+                if scan.url != EVIDENCE_INDEX
+                for attrs, text in scan.claims
+            ]
+            table = pages.claims_index(listed, lambda h: rewrite_claim_links(h, EVIDENCE_INDEX))
+            (index.parent / "claims.json").write_text(pages.claims_json(listed), encoding="utf-8")
+            source = index.read_text(encoding="utf-8")
+            index.write_text(
+                source.replace(_CLAIMS_MARKER, f'<div class="kp-claims-index">{table}</div>'),
+                encoding="utf-8",
+            )
+            scans = [
+                gate.scan_page(s.url, index.read_text(encoding="utf-8"))
+                if s.url == EVIDENCE_INDEX
+                else s
+                for s in scans
+            ]
+        report = gate.judge(scans, self.root, sources=self.sources)
+        if not report.ok:
+            raise PluginError(report.summary())
+        log.info(
+            "evidence gate: %d pages, %d claims, no unbacked figure",
+            report.pages,
+            len(report.claims),
+        )

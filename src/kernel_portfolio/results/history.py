@@ -1,0 +1,262 @@
+"""Provenance and history of results: git state, committing a run, archiving, comparing.
+
+Results of several GPUs live side by side (``results/<gpu-slug>/``) and never
+overwrite each other. Committing a new run of a suite replaces that suite's
+file for that GPU only; when the previous file measured different sources, it
+first moves to ``results/archive/<gpu-slug>/<suite>-<stamp>.json`` with its log
+and a copy of the sources it measured (``<suite>-<stamp>.sources/``), so a
+quote of the archived id still leads to the code behind the number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernel_portfolio.results.schema import ResultError, validate
+from kernel_portfolio.results.store import (
+    ARCHIVE_DIR,
+    RESULTS_DIR,
+    Result,
+    load,
+    repo_root,
+    save,
+    write_text_atomic,
+)
+
+#: Commits searched per file when recovering an archived result's sources from git.
+_GIT_SEARCH_DEPTH = 200
+
+
+def _git(root: Path, *args: str, text: bool = True):
+    """Run ``git --no-optional-locks -C root ARGS``; stdout, or ``None`` if git fails."""
+    try:
+        proc = subprocess.run(
+            ["git", "--no-optional-locks", "-C", str(root), *args],
+            capture_output=True,
+            text=text,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def git_state(root: str | Path) -> dict:
+    """``{"commit": sha or None, "dirty": bool or None}`` of the checkout at ``root``.
+
+    Changes under ``results/`` do not count as dirty. Without a git checkout
+    (a copied working tree), ``KP_GIT_COMMIT`` and ``KP_GIT_DIRTY`` (``0``/``1``)
+    say what the tree was copied from; without those both values are ``None``.
+    """
+    root = Path(root)
+    commit = _git(root, "rev-parse", "HEAD")
+    if commit is None:
+        env_dirty = os.environ.get("KP_GIT_DIRTY")
+        return {
+            "commit": os.environ.get("KP_GIT_COMMIT") or None,
+            "dirty": None if env_dirty is None else env_dirty not in ("0", ""),
+        }
+    status = _git(root, "status", "--porcelain", "--", ".", f":(exclude){RESULTS_DIR}")
+    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
+
+
+def _digest(content: bytes) -> str:
+    return hashlib.sha256(content.replace(b"\r\n", b"\n")).hexdigest()
+
+
+def find_source(
+    root: str | Path, path: str, digest: str, commit: str | None = None
+) -> bytes | None:
+    """The bytes of ``path`` whose LF-normalised SHA-256 is ``digest``, or ``None``.
+
+    Looks at the working tree, then at ``commit``, then at up to 200 commits
+    that touched the file.
+    """
+    root = Path(root)
+    disk = root / path
+    if disk.is_file() and _digest(disk.read_bytes()) == digest:
+        return disk.read_bytes()
+    log = _git(root, "log", "--all", "--format=%H", f"-n{_GIT_SEARCH_DEPTH}", "--", path) or ""
+    for sha in dict.fromkeys([c for c in (commit, *log.split()) if c]):
+        content = _git(root, "show", f"{sha}:{path}", text=False)
+        if content is not None and _digest(content) == digest:
+            return content
+    return None
+
+
+@dataclass
+class Committed:
+    """What :func:`commit_run` did.
+
+    Attributes:
+        path: The new results file.
+        previous: The result it replaced (``None`` if there was none or it did not load).
+        archived: Where the previous result was archived, if its sources differed.
+        missing_sources: Sources of the archived result that could not be recovered.
+        notes: Lines worth telling the user (an unreadable previous file, missing sources).
+    """
+
+    path: Path
+    previous: Result | None = None
+    archived: Path | None = None
+    missing_sources: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _stamp(utc: str) -> str:
+    """``"2026-11-30T17:00:00Z"`` -> ``"20261130T170000Z"``."""
+    return utc.split(".")[0].rstrip("Z").replace("-", "").replace(":", "") + "Z"
+
+
+def archive_result(previous: Result, root: str | Path | None = None) -> tuple[Path, list[str]]:
+    """Copy a result, its log and the sources it measured into ``results/archive/<gpu>/``.
+
+    The archive goes beside the result's own GPU folder:
+    ``<results>/archive/<gpu-slug>/<stem>-<stamp>.json`` (+ ``.log``, +
+    ``.sources/<repo-relative path>``), stamped with the run's finish time.
+
+    Args:
+        previous: The result to archive (it stays where it is).
+        root: Repository root to recover the sources from (default :func:`repo_root`).
+
+    Returns:
+        The archived file and the sources that could not be recovered (an
+        archived result with missing sources reads as stale).
+    """
+    root = Path(root) if root is not None else repo_root()
+    data = dict(previous.data)
+    base_dir = previous.path.parent.parent / ARCHIVE_DIR / data["gpu_slug"]
+    name = f"{previous.path.stem}-{_stamp(data['finished_utc'])}"
+    n = 1
+    while (base_dir / f"{name}.json").exists():
+        n += 1
+        name = f"{previous.path.stem}-{_stamp(data['finished_utc'])}-{n}"
+    target = base_dir / f"{name}.json"
+    old_log = previous.path.parent / data["log"] if data.get("log") else None
+    if old_log is not None and old_log.is_file():
+        write_text_atomic(base_dir / f"{name}.log", old_log.read_text(encoding="utf-8"))
+        data["log"] = f"{name}.log"
+    else:
+        data["log"] = None
+    missing = []
+    sources_dir = base_dir / f"{name}.sources"
+    for path, digest in sorted(data["sources"].items()):
+        content = find_source(root, path, digest, data["git"]["commit"])
+        if content is None:
+            missing.append(path)
+            continue
+        dest = sources_dir / path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(content)
+    save(data, target)
+    return target, missing
+
+
+def commit_run(
+    data: dict,
+    out_dir: str | Path,
+    stem: str,
+    log_text: str | None = None,
+    root: str | Path | None = None,
+) -> Committed:
+    """Write a run's result (and log) as ``<out_dir>/<stem>.json``, archiving the previous one.
+
+    The previous ``<stem>.json`` in ``out_dir`` (same GPU, same suite) is
+    archived first when its recorded source hashes differ from the new ones;
+    with the same hashes it is simply replaced. Other GPUs' folders and other
+    suites are never touched.
+
+    Args:
+        data: The new result (validated before anything is written).
+        out_dir: The GPU's results folder, e.g. ``results/h200``.
+        stem: File stem, normally the suite name.
+        log_text: The run's console log, written as ``<stem>.log`` (the result's
+            ``log`` field is set to that name).
+        root: Repository root, to recover archived sources from git.
+
+    Raises:
+        ResultError: ``data`` is not a valid result.
+    """
+    out_dir = Path(out_dir)
+    target = out_dir / f"{stem}.json"
+    if log_text is not None:
+        data = {**data, "log": f"{stem}.log"}
+    validate(data, target)
+    done = Committed(target)
+    if target.exists():
+        try:
+            done.previous = load(target)
+        except ResultError as err:
+            done.notes.append(f"the previous file did not load and is replaced: {err}")
+    if done.previous is not None and done.previous.data["sources"] != data["sources"]:
+        done.archived, done.missing_sources = archive_result(done.previous, root)
+        if done.missing_sources:
+            done.notes.append(
+                f"archived {done.archived.name} without {len(done.missing_sources)} of its "
+                f"sources (not on disk or in git): {', '.join(done.missing_sources)}; "
+                "it reads as stale"
+            )
+    if log_text is not None:
+        write_text_atomic(out_dir / f"{stem}.log", log_text)
+    save(data, target)
+    return done
+
+
+def import_run(src: str | Path, results_root: str | Path | None = None) -> Committed:
+    """Commit a results file measured elsewhere (e.g. fetched from a GPU machine).
+
+    Reads ``src`` and the log it names beside it, and commits both into
+    ``<root>/results/<gpu-slug>/`` under the same stem, archiving as
+    :func:`commit_run` does.
+
+    Raises:
+        ResultError: ``src`` is not a valid result.
+    """
+    result = load(src)
+    root = Path(results_root) if results_root is not None else repo_root()
+    log_name = result.data.get("log")
+    log_path = result.path.parent / log_name if log_name else None
+    log_text = log_path.read_text(encoding="utf-8") if log_path and log_path.is_file() else None
+    data = dict(result.data, log=f"{result.path.stem}.log" if log_text is not None else None)
+    out_dir = root / RESULTS_DIR / data["gpu_slug"]
+    if out_dir.resolve() == result.path.parent.resolve():
+        raise ResultError(src, "", "is already in its results folder")
+    return commit_run(data, out_dir, result.path.stem, log_text, root)
+
+
+def compare_runs(old: dict, new: dict) -> list[str]:
+    """Lines saying which measurements changed between two runs of a suite.
+
+    A timing changed when its median moved by more than the combined spread
+    of the two runs (half of ``q90 - q10`` of each, added). Status changes,
+    new cases and dropped cases are listed too.
+    """
+    old_cases = {c["id"]: c for c in old["cases"]}
+    new_cases = {c["id"]: c for c in new["cases"]}
+    lines = []
+    for case_id, case in new_cases.items():
+        before = old_cases.get(case_id)
+        if before is None:
+            lines.append(f"{case_id}: new case")
+            continue
+        for impl, rec in case["impls"].items():
+            prev = before["impls"].get(impl)
+            if prev is None:
+                lines.append(f"{case_id} {impl}: newly measured ({rec['status']})")
+            elif prev["status"] != rec["status"]:
+                lines.append(f"{case_id} {impl}: {prev['status']} -> {rec['status']}")
+            elif rec["status"] == "ok":
+                moved = rec["median_ms"] - prev["median_ms"]
+                spread = (rec["q90_ms"] - rec["q10_ms"] + prev["q90_ms"] - prev["q10_ms"]) / 2
+                if abs(moved) > spread:
+                    lines.append(
+                        f"{case_id} {impl}: {prev['median_ms'] * 1e3:.2f} us -> "
+                        f"{rec['median_ms'] * 1e3:.2f} us ({100 * moved / prev['median_ms']:+.1f}%)"
+                    )
+    lines += [f"{case_id}: dropped" for case_id in old_cases if case_id not in new_cases]
+    return lines

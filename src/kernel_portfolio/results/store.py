@@ -1,0 +1,319 @@
+"""Loading, saving, staleness and the tidy view of results files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernel_portfolio.results.schema import ResultError, validate
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Folder (under the repository root) that holds every results file.
+RESULTS_DIR = "results"
+#: Folder (under ``results/``) that keeps superseded results and their sources.
+ARCHIVE_DIR = "archive"
+
+FRAME_COLUMNS = (
+    "result", "case", "op", "mode", "shape", "dtype", "impl", "status", "median_us", "q10_us",
+    "q90_us", "gbps", "pct_copy", "tflops", "pct_cublas", "rel_error", "peak_mem_bytes", "timer",
+    "cache",
+)  # fmt: skip
+RATIO_COLUMNS = (
+    "result", "case", "op", "mode", "shape", "dtype", "impl", "baseline", "median", "q10", "q90",
+)  # fmt: skip
+
+
+def repo_root() -> Path:
+    """The repository root: the folder holding ``pyproject.toml`` and ``results/``.
+
+    ``KP_ROOT`` overrides. Otherwise the search walks up from the current
+    directory, then from this package's location (an editable install), where
+    a ``pyproject.toml`` beside ``src/kernel_portfolio`` is enough (``results/``
+    may not exist before the first run).
+
+    Raises:
+        ResultError: no such folder (set ``KP_ROOT``).
+    """
+    env = os.environ.get("KP_ROOT")
+    if env:
+        root = Path(env).expanduser().resolve()
+        if not (root / "pyproject.toml").is_file():
+            raise ResultError(env, "KP_ROOT", "has no pyproject.toml")
+        return root
+    for start in (Path.cwd().resolve(), *Path.cwd().resolve().parents):
+        if (start / "pyproject.toml").is_file() and (start / RESULTS_DIR).is_dir():
+            return start
+    for start in Path(__file__).resolve().parents:
+        if (start / "pyproject.toml").is_file() and (start / "src" / "kernel_portfolio").is_dir():
+            return start
+    raise ResultError(Path.cwd(), "", "no repository root above it (set KP_ROOT)")
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes with CRLF line ends normalised to LF."""
+    return hashlib.sha256(Path(path).read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+
+
+def source_hashes(root: str | Path, paths) -> dict[str, str]:
+    """``{repo-relative path: SHA-256}`` for the given files that exist under ``root``."""
+    root = Path(root)
+    return {p: file_sha256(root / p) for p in sorted(set(paths)) if (root / p).is_file()}
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """Whether a result still describes the code on disk.
+
+    Attributes:
+        current: ``True`` while every recorded source hash matches its file.
+        changed: Repo-relative paths whose file changed or is gone.
+    """
+
+    current: bool
+    changed: list[str] = field(default_factory=list)
+
+
+def _stale(recorded: dict[str, str], paths, base: Path) -> Staleness:
+    changed = []
+    for p in sorted(paths):
+        target = base / p
+        if not target.is_file() or file_sha256(target) != recorded[p]:
+            changed.append(p)
+    return Staleness(not changed, changed)
+
+
+def result_id(path: str | Path) -> str:
+    """The id of a results file: its path under ``results/`` without ``.json``.
+
+    ``results/h200/default.json`` -> ``"h200/default"``;
+    ``results/archive/h200/default-20261130T170000Z.json`` -> ``"archive/h200/default-..."``.
+    A file outside any ``results/`` folder gets ``"<parent>/<stem>"``.
+    """
+    path = Path(path)
+    parts = path.with_suffix("").parts
+    if RESULTS_DIR in parts[:-1]:
+        idx = len(parts) - 1 - parts[::-1].index(RESULTS_DIR)
+        return "/".join(parts[idx + 1 :])
+    return "/".join(parts[-2:])
+
+
+class Result:
+    """One validated results file.
+
+    Attributes:
+        path: Where it was loaded from.
+        data: The parsed JSON (schema version 1).
+        id: ``"<gpu-slug>/<suite>"`` or ``"archive/<gpu-slug>/<suite>-<stamp>"``.
+    """
+
+    def __init__(self, path: str | Path, data: dict) -> None:
+        self.path = Path(path)
+        self.data = data
+        self.id = result_id(self.path)
+
+    def __repr__(self) -> str:
+        return f"Result({self.id!r}, cases={len(self.data['cases'])})"
+
+    @property
+    def archived(self) -> bool:
+        """Whether this is an archived result (kept with the sources it measured)."""
+        return self.id.startswith(f"{ARCHIVE_DIR}/")
+
+    @property
+    def sources_dir(self) -> Path:
+        """Where an archived result keeps its sources: ``<stem>.sources/`` beside it."""
+        return self.path.with_name(f"{self.path.stem}.sources")
+
+    def case(self, case_id: str) -> dict:
+        """The record of one case.
+
+        Raises:
+            KeyError: no such case.
+        """
+        for case in self.data["cases"]:
+            if case["id"] == case_id:
+                return case
+        raise KeyError(f"{self.id}: no case {case_id!r}")
+
+    def _base(self, root: str | Path | None) -> Path:
+        if self.archived:
+            return self.sources_dir
+        return Path(root) if root is not None else repo_root()
+
+    def staleness(self, root: str | Path | None = None) -> Staleness:
+        """Compare every recorded source hash with the file on disk.
+
+        An archived result is compared with its own ``.sources/`` copy instead,
+        so it stays current exactly while it is kept with the source it measured.
+
+        Args:
+            root: Repository root (default :func:`repo_root`).
+        """
+        recorded = self.data["sources"]
+        return _stale(recorded, recorded, self._base(root))
+
+    def case_staleness(self, case_id: str, root: str | Path | None = None) -> Staleness:
+        """Like :meth:`staleness`, over the files one case depends on."""
+        return _stale(self.data["sources"], self.case(case_id)["depends_on"], self._base(root))
+
+    def frame(self) -> pd.DataFrame:
+        """One row per case x implementation (columns :data:`FRAME_COLUMNS`).
+
+        Times are in microseconds; ``pct_cublas`` is 100 times the saved
+        ratio of the implementation against ``cublas`` (GEMM cases).
+        """
+        import pandas as pd
+
+        rows = []
+        for case in self.data["cases"]:
+            cublas = {r["impl"]: r["median"] for r in case["ratios"] if r["baseline"] == "cublas"}
+            for impl, rec in case["impls"].items():
+                us = {k: _us(rec.get(f"{k}_ms")) for k in ("median", "q10", "q90")}
+                rows.append(
+                    {
+                        **self._case_cols(case),
+                        "impl": impl,
+                        "status": rec["status"],
+                        **{f"{k}_us": v for k, v in us.items()},
+                        "gbps": rec.get("gbps"),
+                        "pct_copy": rec.get("pct_copy"),
+                        "tflops": rec.get("tflops"),
+                        "pct_cublas": 100.0 * cublas[impl] if impl in cublas else None,
+                        "rel_error": rec.get("rel_error"),
+                        "peak_mem_bytes": rec.get("peak_mem_bytes"),
+                        "timer": case["timer"],
+                        "cache": case["cache"],
+                    }
+                )
+        return pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
+
+    def ratio_frame(self) -> pd.DataFrame:
+        """One row per saved speed-up ratio (columns :data:`RATIO_COLUMNS`)."""
+        import pandas as pd
+
+        rows = [
+            {**self._case_cols(case), **{k: r[k] for k in RATIO_COLUMNS[6:]}}
+            for case in self.data["cases"]
+            for r in case["ratios"]
+        ]
+        return pd.DataFrame(rows, columns=list(RATIO_COLUMNS))
+
+    def _case_cols(self, case: dict) -> dict:
+        return {
+            "result": self.id,
+            "case": case["id"],
+            "op": case["op"],
+            "mode": case["mode"],
+            "shape": "x".join(str(d) for d in case["shape"]),
+            "dtype": case["dtype"],
+        }
+
+
+def _us(ms: float | None) -> float | None:
+    return None if ms is None else ms * 1000.0
+
+
+def load(path: str | Path) -> Result:
+    """Load and validate one results file.
+
+    Raises:
+        ResultError: the file is missing, not JSON (e.g. truncated), or not a
+            valid schema-1 result; the message names the file and the field.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ResultError(path, "", f"cannot be read ({err.strerror or err})") from err
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ResultError(
+            path, "", f"is not valid JSON (truncated?): {err.msg} at line {err.lineno}"
+        ) from err
+    validate(data, path)
+    return Result(path, data)
+
+
+def _atomic_write(path: str | Path, write) -> Path:
+    """Call ``write(fh)`` on a temporary file beside ``path``, then move it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save(data: dict, path: str | Path) -> Path:
+    """Validate ``data`` and write it to ``path`` atomically.
+
+    The JSON goes to a temporary file in the same folder, is flushed to disk,
+    and replaces ``path`` with ``os.replace``: a reader sees the old file or the
+    new one, never a part, and an interrupted write leaves the old file intact.
+
+    Raises:
+        ResultError: ``data`` is not a valid result (nothing is written).
+    """
+    validate(data, path)
+
+    def write(fh) -> None:
+        json.dump(data, fh, indent=1, allow_nan=False)
+        fh.write("\n")
+
+    return _atomic_write(path, write)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write a text file (e.g. a run's log) atomically, as :func:`save` does."""
+    return _atomic_write(path, lambda fh: fh.write(text))
+
+
+def _other_kind(path: Path) -> bool:
+    """Whether a JSON file declares another kind of record (a ``"kind"`` but benchmark)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # unreadable: a broken results file, which load() reports
+    return isinstance(data, dict) and data.get("kind", "benchmark") != "benchmark"
+
+
+def result_paths(root: str | Path | None = None) -> list[Path]:
+    """Every benchmark results file under ``<root>/results`` (archived ones too), sorted.
+
+    Skipped: copies of sources kept with archived results (``*.sources/``) and
+    JSON documents that declare another ``"kind"`` (e.g. the Triton release
+    matrix under ``results/triton-releases/``).
+    """
+    base = Path(root if root is not None else repo_root()) / RESULTS_DIR
+    if not base.is_dir():
+        return []
+    return sorted(
+        p
+        for p in base.rglob("*.json")
+        if not any(part.endswith(".sources") for part in p.relative_to(base).parts)
+        and not _other_kind(p)
+    )
+
+
+def load_all(root: str | Path | None = None) -> list[Result]:
+    """Load every results file under ``<root>/results``.
+
+    Raises:
+        ResultError: at the first file that does not validate.
+    """
+    return [load(p) for p in result_paths(root)]

@@ -1,0 +1,165 @@
+"""Copies of the working tree to build the site in, for the site, gate and browser tests.
+
+The real ``results/`` may hold no benchmark result yet, so the fixture
+workspace adds a synthetic one (``kernel_portfolio.bench.records.fixture_result``,
+labelled as not a measurement) and two pages that quote it: a Markdown page
+with ``{{ claim }}`` and a notebook with ``quote()`` and ``charts.show()``.
+Nothing here touches the working tree itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE_ID = "fixture/smoke"
+SOFTMAX = "softmax/fwd/1024x4096/float16"
+MATMUL = "matmul/fwd/512x512x512/float16"
+
+FIXTURE_PAGE = f"""# Fixture claims
+
+Softmax reaches {{{{ claim {FIXTURE_ID} {SOFTMAX} ours gbps }}}}
+({{{{ claim {FIXTURE_ID} {SOFTMAX} ours pct_copy }}}} of copy bandwidth) in
+{{{{ claim {FIXTURE_ID} {SOFTMAX} ours median_us }}}}, which is
+{{{{ claim {FIXTURE_ID} {SOFTMAX} ours/torch speedup }}}} the speed of torch.
+The GEMM reaches {{{{ claim {FIXTURE_ID} {MATMUL} ours tflops }}}},
+{{{{ claim {FIXTURE_ID} {MATMUL} ours pct_cublas }}}} of cuBLAS.
+
+The syntax, shown literally: `{{{{ claim {FIXTURE_ID} {SOFTMAX} ours gbps }}}}`.
+
+[Back to the fixture notebook](fixture-notebook.py)
+"""
+
+FIXTURE_NOTEBOOK = f"""# %% [markdown]
+# # Fixture notebook
+#
+# Quotes and a chart, the way case studies make them.
+
+# %%
+from IPython.display import Markdown, display
+
+from kernel_portfolio import charts
+from kernel_portfolio.evidence import quote
+from kernel_portfolio.results import load, repo_root
+
+case = "{SOFTMAX}"
+display(
+    Markdown(
+        f"Ours: {{quote('{FIXTURE_ID}', case, 'gbps')}}, "
+        f"{{quote('{FIXTURE_ID}', case, 'speedup', baseline='torch')}} torch."
+    )
+)
+
+# %%
+result = load(repo_root() / "results/{FIXTURE_ID}.json")
+charts.show(charts.summary_figure(result.frame(), "softmax"), "fixture-softmax")
+
+# %% [markdown]
+# [Back to the fixture claims](fixture-claims.md)
+"""
+
+# Without git (an unpacked archive), skip what .gitignore would.
+_SKIP_DIRS = {".git", "site", ".venv", ".cache", "__pycache__", ".pytest_cache", ".ruff_cache",
+              ".whl", ".gl", "build", "dist"}  # fmt: skip
+
+
+def _tree_files() -> list[str]:
+    """Files of the working tree that git would commit (tracked or not ignored)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "-z"],
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        return [f for f in out.split("\0") if f and (ROOT / f).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        return [
+            p.relative_to(ROOT).as_posix()
+            for p in ROOT.rglob("*")
+            if p.is_file() and not _SKIP_DIRS.intersection(p.relative_to(ROOT).parts)
+        ]
+
+
+def copy_tree(dest: Path, *, light: bool = False) -> Path:
+    """Copy the working tree to ``dest``.
+
+    Args:
+        dest: An empty or missing folder.
+        light: Leave out the executed notebooks (case studies, notebook
+            lessons) for a fast build of everything else.
+    """
+    for rel in _tree_files():
+        if light and (
+            (rel.startswith("case_studies/") and rel.count("/") == 1 and rel.endswith(".py"))
+            or (rel.startswith("docs/course/") and rel.endswith((".py", ".ipynb")))
+        ):
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, target)
+    return dest
+
+
+def add_fixture(ws: Path) -> None:
+    """Add the synthetic result (with a log) and the two pages that quote it."""
+    from kernel_portfolio.bench.records import fixture_result
+    from kernel_portfolio.results import save
+
+    data = fixture_result(ws)
+    data["log"] = "smoke.log"
+    save(data, ws / "results" / f"{FIXTURE_ID}.json")
+    (ws / "results" / FIXTURE_ID).with_suffix(".log").write_text(
+        "synthetic fixture: no run, no log\n", encoding="utf-8"
+    )
+    (ws / "docs" / "fixture-claims.md").write_text(FIXTURE_PAGE, encoding="utf-8")
+    (ws / "docs" / "fixture-notebook.py").write_text(FIXTURE_NOTEBOOK, encoding="utf-8")
+    with open(ws / "mkdocs.yml", "a", encoding="utf-8") as fh:
+        fh.write("  - Fixtures:\n      - fixture-claims.md\n      - fixture-notebook.py\n")
+
+
+@dataclass
+class Build:
+    """One ``mkdocs build`` in a workspace."""
+
+    ws: Path
+    returncode: int
+    output: str
+    seconds: float
+
+    @property
+    def site(self) -> Path:
+        return self.ws / "site"
+
+
+def build(ws: Path, timeout: int = 300) -> Build:
+    """Run ``mkdocs build`` (strict, with the gate) in ``ws``, as ``make site`` does."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KP_ROOT", "TRITON_INTERPRET")}
+    env["NO_MKDOCS_2_WARNING"] = "1"
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build"],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return Build(ws, proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start)
+
+
+_BUILT: dict[str, Build] = {}
+
+
+def fixture_site(tmp_path_factory) -> Build:
+    """The full site with the fixture result, built once per test session."""
+    if "full" not in _BUILT:
+        ws = copy_tree(tmp_path_factory.mktemp("site-full"))
+        add_fixture(ws)
+        _BUILT["full"] = build(ws)
+    return _BUILT["full"]

@@ -1,0 +1,435 @@
+"""The benchmark harness on a CPU: suites, formulas, filters, records, checks, plan, CLI."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_portfolio.bench import plan, records, runner, suites
+from kernel_portfolio.bench.env import gpu_slug
+from kernel_portfolio.bench.records import ImplOutcome, build_case_record, fixture_result
+from kernel_portfolio.bench.suites import OPS, SUITES, Case, Suite, eval_formula
+from kernel_portfolio.cli import main
+from kernel_portfolio.results import load, save, validate
+
+DEFAULT = SUITES["default"]
+L2_H200 = 60 << 20
+
+
+def _ids(suite=DEFAULT) -> set[str]:
+    return {c.id for c in suite.cases}
+
+
+# ------------------------------------------------------------------- suites
+def test_default_covers_every_op_mode_and_dtype():
+    for op in OPS:
+        for mode in suites.MODES:
+            dtypes = {c.dtype for c in DEFAULT.cases if c.op == op and c.mode == mode}
+            assert {"float16", "bfloat16"} <= dtypes or op == "matmul" and mode == "fwdbwd", (
+                op,
+                mode,
+            )
+            assert dtypes, (op, mode)
+        assert any(c.dtype == "float32" for c in DEFAULT.cases if c.op == op), op
+
+
+@pytest.mark.parametrize("op", ["softmax", "rms_norm", "residual_rms_norm"])
+def test_default_has_the_required_row_shapes(op):
+    shapes = {c.shape for c in DEFAULT.cases if c.op == op}
+    required = {
+        (8192, 8192),
+        (32768, 8192),
+        (32768, 1024),
+        (16384, 4104),
+        (64, 131072),
+        (4, 32769),
+        (512, 4096),
+        (32, 127),
+    }
+    assert required <= shapes
+    for case in DEFAULT.cases:
+        if case.op == op and case.shape in {(512, 4096), (32, 127)}:
+            assert case.timer == "cuda_graph", case.id
+        if case.op == op and case.shape[0] * case.shape[1] >= 8192 * 8192:
+            assert case.bytes >= 2 * L2_H200, case.id  # the cold flush matters
+    big = [c for c in DEFAULT.cases if c.op == op and c.mode == "fwdbwd" and c.shape[0] >= 8192]
+    assert big and all(c.bytes >= 4 * L2_H200 for c in big if c.dtype != "float32")
+
+
+def test_default_has_gemm_and_large_add_and_row_sum():
+    gemm = {c.shape for c in DEFAULT.cases if c.op == "matmul"}
+    assert {(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (65536, 1024, 1024)} <= gemm
+    assert all("cublas" in c.impls for c in DEFAULT.cases if c.op == "matmul")
+    for op in ("add", "row_sum"):
+        data = max(
+            c.bytes
+            for c in DEFAULT.cases
+            if c.op == op and c.mode == "fwd" and c.dtype == "float16"
+        )
+        assert data >= 256 << 20, op
+
+
+def test_costly_baselines_are_where_the_notes_say():
+    for case in DEFAULT.cases:
+        if "liger" in case.impls or "compile" in case.impls:
+            assert case.dtype == suites.MAIN_DTYPE[case.op], case.id
+        if "compile" in case.impls:
+            assert case.shape in suites.COMPILE_SHAPES[case.op], case.id
+    assert {c.op for c in DEFAULT.cases if "liger" in c.impls} == set(suites.LIGER_OPS)
+
+
+def test_smoke_suite_has_one_case_per_timer():
+    smoke = SUITES["smoke"]
+    assert {c.timer for c in smoke.cases} == set(suites.TIMERS)
+    assert {c.mode for c in smoke.cases} == set(suites.MODES)
+    assert any("compile" in c.impls for c in smoke.cases)
+    assert any("liger" in c.impls for c in smoke.cases)
+
+
+def test_byte_and_flop_formulas():
+    sm = Case("softmax", "fwd", (8192, 8192), "float16", "events", ("ours",))
+    assert sm.bytes == 2 * 8192 * 8192 * 2
+    assert sm.bytes_formula == "2*M*N*s with M=8192, N=8192, s=2"
+    assert sm.flops is None and sm.flops_formula is None
+    assert Case("softmax", "fwdbwd", (4, 8), "float32", "events", ("ours",)).bytes == 5 * 32 * 4
+    rms = Case("rms_norm", "fwd", (4, 8), "bfloat16", "events", ("ours",))
+    assert rms.bytes == (2 * 32 + 8) * 2
+    res = Case("residual_rms_norm", "fwdbwd", (4, 8), "float16", "events", ("ours",))
+    assert res.bytes == (9 * 32 + 3 * 8) * 2
+    assert Case("add", "fwd", (100,), "float32", "events", ("ours",)).bytes == 3 * 100 * 4
+    assert Case("row_sum", "fwd", (4, 8), "float16", "events", ("ours",)).bytes == (32 + 4) * 2
+    mm = Case("matmul", "fwd", (2, 3, 5), "float16", "events", ("ours", "cublas"))
+    assert mm.flops == 2 * 2 * 3 * 5 and mm.bytes == (2 * 5 + 5 * 3 + 2 * 3) * 2
+    mm_bwd = Case("matmul", "fwdbwd", (2, 3, 5), "bfloat16", "events", ("ours",))
+    assert mm_bwd.flops == 6 * 2 * 3 * 5
+    assert mm_bwd.flops_formula == "6*M*N*K with M=2, N=3, K=5"
+    for spec in OPS.values():
+        assert spec.traffic, spec.name
+
+
+@pytest.mark.parametrize("bad", ["__import__('os')", "M / N", "M ** 2", "Z*2", "M.real", "2.5*M"])
+def test_eval_formula_rejects_anything_but_arithmetic(bad):
+    with pytest.raises(ValueError, match="formula"):
+        eval_formula(bad, {"M": 2, "N": 3})
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"op": "gelu"},
+        {"mode": "bwd"},
+        {"shape": (4,)},
+        {"shape": (4, 0)},
+        {"dtype": "float64"},
+        {"timer": "wallclock"},
+        {"impls": ("torch", "ours")},
+        {"impls": ("ours", "triton")},
+    ],
+)
+def test_case_rejects_bad_fields(kwargs):
+    fields = {
+        "op": "softmax",
+        "mode": "fwd",
+        "shape": (4, 8),
+        "dtype": "float16",
+        "timer": "events",
+        "impls": ("ours", "torch"),
+    }
+    with pytest.raises(ValueError):
+        Case(**{**fields, **kwargs})
+
+
+def test_suite_rejects_repeated_cases():
+    case = Case("add", "fwd", (8,), "float16", "events", ("ours",))
+    with pytest.raises(ValueError, match="repeats"):
+        Suite("x", "x", (case, case))
+
+
+# ------------------------------------------------------------------ filters
+def test_filter_selects_and_narrows_impls():
+    terms = suites.parse_filter("op=softmax,dtype=float16,op=add,impl=torch")
+    cases = suites.select(DEFAULT.cases, terms)
+    assert cases and {c.op for c in cases} == {"softmax", "add"}
+    assert {c.dtype for c in cases} == {"float16"}
+    assert all(c.impls == ("ours", "torch") for c in cases)
+    shape = suites.select(DEFAULT.cases, suites.parse_filter("shape=8192x8192,mode=fwd"))
+    assert {c.shape for c in shape} == {(8192, 8192)} and {c.mode for c in shape} == {"fwd"}
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("op", "not key=value"),
+        ("colour=red", "not one of"),
+        ("op=sofmax", "matches no case"),
+        ("impl=tvm", "matches no case"),
+        ("op=matmul,impl=liger", "together match no case"),
+    ],
+)
+def test_filter_rejects_bad_terms(text, match):
+    with pytest.raises(ValueError, match=match):
+        suites.select(DEFAULT.cases, suites.parse_filter(text))
+
+
+# ------------------------------------------------------------------ records
+def _case():
+    return Case("softmax", "fwd", (1024, 1024), "float16", "events", ("ours", "torch", "liger"))
+
+
+def test_case_record_statistics_and_ratios():
+    ours = ImplOutcome("ok", None, 1e-4, [[1.0, 1.0, 1.2], [1.0, 0.9, 1.1]], 10)
+    torch_ = ImplOutcome("ok", None, 2e-4, [[2.0, 2.0, 2.0], [3.0, 3.0, 3.0]], 20)
+    liger = ImplOutcome("skipped", "cannot run", None)
+    rec = build_case_record(
+        _case(),
+        {"ours": ours, "torch": torch_, "liger": liger},
+        copy_gbps=4.0,
+        cache="cold",
+        sources={"src/kernel_portfolio/ops/softmax.py": "0" * 64},
+    )
+    o = rec["impls"]["ours"]
+    assert o["samples_ms"] == [1.0, 1.0, 1.2, 1.0, 0.9, 1.1]
+    assert o["median_ms"] == 1.0 and o["q10_ms"] == pytest.approx(0.95)
+    assert o["q90_ms"] == pytest.approx(1.15)
+    assert o["gbps"] == pytest.approx(2 * 1024 * 1024 * 2 / 1e6)
+    assert o["pct_copy"] == pytest.approx(100 * o["gbps"] / 4.0)
+    assert rec["impls"]["liger"]["samples_ms"] == [] and rec["impls"]["liger"]["median_ms"] is None
+    # per visit: 2.0 / 1.0 and 3.0 / 1.0
+    assert rec["ratios"] == [
+        {
+            "impl": "ours",
+            "baseline": "torch",
+            "median": 2.5,
+            "q10": pytest.approx(2.1),
+            "q90": pytest.approx(2.9),
+        }
+    ]
+    assert rec["depends_on"] == ["src/kernel_portfolio/ops/softmax.py"]
+
+
+def test_failed_ours_has_no_ratios_and_infinite_error_is_null():
+    rec = build_case_record(
+        _case(),
+        {
+            "ours": ImplOutcome("failed", "relative error inf", float("inf")),
+            "torch": ImplOutcome("ok", None, 0.0, [[1.0]]),
+        },
+        copy_gbps=1.0,
+        cache="cold",
+        sources={},
+    )
+    assert rec["ratios"] == [] and rec["impls"]["ours"]["rel_error"] is None
+
+
+def test_visit_ratios_need_matching_visits():
+    with pytest.raises(ValueError, match="visits"):
+        records.visit_ratios([[1.0]], [[1.0], [2.0]])
+
+
+def test_fixture_result_is_valid_and_summarised(tmp_path):
+    data = fixture_result(runner.repo_root())
+    path = save(data, tmp_path / "results" / "fixture" / "smoke.json")
+    assert load(path).data["env"]["gpu_name"].startswith("synthetic")
+    table = records.summary_table(data).splitlines()
+    assert len(table) == 1 + len(SUITES["smoke"].cases)
+    assert "torch" in table[1] and "x" in table[1]
+
+
+# ---------------------------------------------------- correctness checking
+def _tiny(op, mode, shape, dtype="float32", impls=("ours", "torch")):
+    if op == "matmul":
+        impls = ("ours", "cublas")
+    return Case(op, mode, shape, dtype, "events", impls)
+
+
+TINY = [
+    _tiny("add", "fwdbwd", (300,)),
+    _tiny("row_sum", "fwdbwd", (7, 33), "float16"),
+    _tiny("softmax", "fwdbwd", (5, 40), "bfloat16"),
+    _tiny("rms_norm", "fwdbwd", (6, 50)),
+    _tiny("residual_rms_norm", "fwdbwd", (6, 50), "float16"),
+    _tiny("matmul", "fwdbwd", (16, 24, 32)),
+    _tiny("softmax", "fwd", (3, 9), "float16"),
+]
+
+
+@pytest.mark.parametrize("case", TINY, ids=lambda c: c.id)
+def test_check_accepts_the_torch_baseline(case):
+    inputs = runner.make_inputs(case, seed=0, device="cpu")
+    assert all(torch.count_nonzero(a) == a.numel() for a in inputs.args)  # never zeros
+    err = runner.check(case, runner.DRIVERS[case.op].baseline, inputs)
+    assert 0 <= err <= suites.REL_TOL[case.dtype]
+
+
+class _WrongGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.softmax(x, -1)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return dy  # not the softmax gradient
+
+
+@pytest.mark.parametrize(
+    ("mode", "broken", "match"),
+    [
+        ("fwd", lambda x: x.clone(), "relative error"),
+        (
+            "fwd",
+            lambda x: torch.softmax(x, -1).index_fill(0, torch.tensor([2]), float("nan")),
+            "NaN or inf",
+        ),
+        ("fwd", lambda x: torch.softmax(x, -1)[:, :-1], "shape"),
+        ("fwd", lambda x: (torch.softmax(x, -1), x), "outputs"),
+        ("fwdbwd", _WrongGrad.apply, "relative error"),
+        ("fwdbwd", lambda x: torch.softmax(x.detach(), -1).requires_grad_(), "not produced"),
+    ],
+)
+def test_check_rejects_broken_implementations(mode, broken, match):
+    case = _tiny("softmax", mode, (6, 40))
+    inputs = runner.make_inputs(case, seed=0, device="cpu")
+    with pytest.raises(runner.CheckFailed, match=match):
+        runner.check(case, broken, inputs)
+
+
+def test_failures_fail_ours_and_skip_baselines_that_cannot_run():
+    boom = RuntimeError("n exceeds the recommended Triton blocksize\nmore")
+    assert runner._not_ok("liger", "check", boom).status == "skipped"
+    ours = runner._not_ok("ours", "check", boom)
+    assert ours.status == "failed" and ours.reason.endswith("blocksize")
+    wrong = runner._not_ok("torch", "check", runner.CheckFailed("relative error 1 > 0.002"))
+    assert wrong.status == "failed"
+
+
+def test_sample_rows_keeps_first_and_last_and_is_stable():
+    assert runner.sample_rows(10, 4) == slice(None)
+    rows = runner.sample_rows(100_000, 1024)
+    assert rows[0] == 0 and rows[-1] == 99_999 and len(rows) <= runner.CHECK_ELEMS // 1024
+    assert torch.equal(rows, runner.sample_rows(100_000, 1024))
+
+
+@pytest.mark.interpreter
+def test_check_accepts_ours_under_the_interpreter():
+    case = _tiny("rms_norm", "fwdbwd", (6, 50), "bfloat16")
+    inputs = runner.make_inputs(case, seed=0, device="cpu")
+    assert runner.check(case, runner.implementation(case, "ours"), inputs) <= 1.6e-2
+
+
+# ---------------------------------------------------------- slugs and stems
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+        ("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3"),
+        ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"),
+    ],
+)
+def test_gpu_slug(name, slug):
+    assert gpu_slug(name) == slug
+
+
+def test_gpu_slug_rejects_vendor_only_names():
+    with pytest.raises(ValueError, match="no slug"):
+        gpu_slug("NVIDIA GeForce")
+
+
+def test_result_stem_keeps_filtered_runs_apart():
+    assert runner.result_stem("default", None) == "default"
+    assert runner.result_stem("default", "op=softmax,dtype=float16") == (
+        "default--op-softmax-dtype-float16"
+    )
+
+
+# --------------------------------------------------------------------- plan
+def test_default_plan_fits_the_budget():
+    est = plan.estimate(DEFAULT, list(DEFAULT.cases), visits=DEFAULT.visits)
+    assert est.total <= plan.BUDGET_S
+    assert set(est.per_case) == _ids()
+    more = plan.estimate(DEFAULT, list(DEFAULT.cases), visits=4 * DEFAULT.visits)
+    assert more.timed > est.timed and more.compile == est.compile
+
+
+# ---------------------------------------------------------------------- CLI
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def _one_line_error(capsys, argv, match):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and match in err, err
+
+
+def test_cli_without_gpu_exits_2_with_one_line(no_gpu, capsys):
+    _one_line_error(capsys, ["bench", "--suite", "smoke"], "no CUDA GPU")
+    _one_line_error(capsys, ["env"], "no CUDA GPU")
+
+
+def test_cli_user_mistakes(no_gpu, capsys):
+    _one_line_error(capsys, ["bench", "--suite", "nope"], "unknown suite 'nope'")
+    _one_line_error(capsys, ["bench", "--filter", "op=sofmax"], "matches no case")
+    _one_line_error(capsys, ["bench", "--filter", "colour"], "not key=value")
+    _one_line_error(capsys, ["bench", "--visits", "0", "--dry-run"], "--visits")
+
+
+def test_cli_list_and_dry_run_need_no_gpu(no_gpu, capsys):
+    assert main(["bench", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "default:" in out and "smoke:" in out and "softmax/fwd/8192x8192/float16" in out
+    assert main(["bench", "--suite", "default", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "estimated time" in out and "within budget" in out
+    assert "matmul/fwd/8192x8192x512/bfloat16" in out
+    assert main(["bench", "--dry-run", "--filter", "op=add"]) == 0
+    out = capsys.readouterr().out
+    assert "add/fwd/134217728/float16" in out and "softmax" not in out.split("estimated")[0]
+
+
+def test_cli_results_lists_current_and_stale(tmp_path, monkeypatch, capsys):
+    (tmp_path / "pyproject.toml").write_text("")
+    data = fixture_result(runner.repo_root())
+    data["sources"] = {"src/k.py": data["sources"][suites.OPS["softmax"].source]}
+    for case in data["cases"]:
+        case["depends_on"] = ["src/k.py"]
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "k.py").write_text("changed\n")
+    save(data, tmp_path / "results" / "gpu" / "smoke.json")
+    (tmp_path / "results" / "gpu" / "broken.json").write_text("{")
+    monkeypatch.setenv("KP_ROOT", str(tmp_path))
+    assert main(["results"]) == 1  # a broken file is an error
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("gpu/broken") and "INVALID" in out[0]
+    assert out[1].startswith("gpu/smoke") and "stale" in out[1] and "src/k.py" in out[1]
+    _one_line_error(
+        capsys, ["results", "--import", str(tmp_path / "missing.json")], "cannot be read"
+    )
+
+
+def test_env_capture_without_nvml_or_smi(monkeypatch):
+    from types import SimpleNamespace
+
+    from kernel_portfolio.bench import env
+
+    monkeypatch.setattr(env, "_nvml_handle", lambda uuid: (None, None))
+    monkeypatch.setattr(env.shutil, "which", lambda name: None)
+    props = SimpleNamespace(
+        name="NVIDIA H200",
+        multi_processor_count=132,
+        L2_cache_size=62914560,
+        total_memory=150 << 30,
+        major=9,
+        minor=0,
+        uuid="abc",
+    )
+    block = env.capture_env(props)
+    data = fixture_result(runner.repo_root())
+    data["env"] = block
+    validate(data)  # the block has every field the schema requires
+    assert block["driver"] is None and block["memory_clock_mhz"] is None
+    assert block["sm_count"] == 132 and block["l2_bytes"] == 62914560
+    assert env.gpu_state(props) == dict.fromkeys(
+        ("utilization_pct", "sm_clock_mhz", "mem_clock_mhz", "temperature_c")
+    )

@@ -1,0 +1,104 @@
+"""Charts: plotly figures from results frames, and the HTML the site's script draws."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from kernel_portfolio import charts
+from kernel_portfolio.bench.records import fixture_result
+from kernel_portfolio.results import Result
+
+
+@pytest.fixture(scope="module")
+def result():
+    from site_workspace import ROOT
+
+    data = fixture_result(ROOT, skip={"liger": "not installed"})
+    return Result("results/fixture/smoke.json", data)
+
+
+def test_summary_figure_uses_gbps_for_memory_bound_ops(result):
+    fig = charts.summary_figure(result.frame(), "softmax")
+    names = [t.name for t in fig.data]
+    assert names == ["ours", "torch", "compile"]  # liger was skipped: not drawn
+    frame = result.frame()
+    ours = frame[(frame.op == "softmax") & (frame.impl == "ours")]
+    assert list(fig.data[0].y) == ours["gbps"].tolist()
+    assert "GB/s" in fig.layout.yaxis.title.text
+
+
+def test_summary_figure_uses_tflops_for_gemm(result):
+    fig = charts.summary_figure(result.frame(), "matmul")
+    assert "TFLOP/s" in fig.layout.yaxis.title.text
+    frame = result.frame()
+    assert (
+        list(fig.data[0].y)
+        == frame[(frame.op == "matmul") & (frame.impl == "ours")]["tflops"].tolist()
+    )
+
+
+def test_summary_figure_refuses_bad_input(result):
+    with pytest.raises(TypeError, match="frame must be a pandas DataFrame"):
+        charts.summary_figure(result.data, "softmax")
+    with pytest.raises(ValueError, match="no measured rows"):
+        charts.summary_figure(result.frame(), "add")
+    with pytest.raises(ValueError, match="no measured rows"):
+        charts.summary_figure(pd.DataFrame(columns=result.frame().columns), "softmax")
+
+
+def test_samples_figure_draws_every_sample(result):
+    fig = charts.samples_figure(result.data, "softmax")
+    case = result.case("softmax/fwd/1024x4096/float16")
+    drawn = {t.name: list(t.y) for t in fig.data}
+    assert set(drawn) == {"ours", "torch", "compile"}
+    assert drawn["ours"] == pytest.approx([s * 1000 for s in case["impls"]["ours"]["samples_ms"]])
+    with pytest.raises(ValueError, match="no samples"):
+        charts.samples_figure(result.data, "add")
+    with pytest.raises(TypeError, match="data must be"):
+        charts.samples_figure(result.frame(), "softmax")
+
+
+def test_inline_chart_embeds_figure_json_safely(result):
+    fig = charts.summary_figure(result.frame(), "softmax")
+    fig.update_layout(title="a </script><b>title</b>")
+    html = charts.chart_div(fig, "softmax-1")
+    assert html.startswith(
+        '<div class="kp-chart" data-name="softmax-1"><script type="application/json">'
+    )
+    payload = re.search(r'<script type="application/json">(.*)</script></div>$', html, re.S)[1]
+    assert "</script>" not in payload
+    assert json.loads(payload)["layout"]["title"]["text"] == "a </script><b>title</b>"
+    assert "plotly.min.js" not in html and "cdn" not in html.lower()
+
+
+def test_file_chart_points_at_its_json():
+    html = charts.chart_div(None, "default-softmax", src="default-softmax.json")
+    assert html == (
+        '<div class="kp-chart" data-name="default-softmax" data-src="default-softmax.json"></div>'
+    )
+
+
+@pytest.mark.parametrize("name", ["", "../x", "a b", "x/y", None])
+def test_chart_names_are_file_names(name):
+    with pytest.raises(ValueError, match="name must be"):
+        charts.chart_div(None, name, src="x.json")
+
+
+def test_chart_div_needs_exactly_one_source(result):
+    fig = charts.summary_figure(result.frame(), "softmax")
+    with pytest.raises(ValueError, match="exactly one"):
+        charts.chart_div(fig, "x", src="x.json")
+    with pytest.raises(ValueError, match="exactly one"):
+        charts.chart_div(None, "x")
+    with pytest.raises(TypeError, match="plotly Figure"):
+        charts.figure_json({"data": []})
+
+
+def test_show_displays_the_inline_chart(result):
+    fig = charts.summary_figure(result.frame(), "matmul")
+    shown = charts.show(fig, "gemm")
+    assert shown._repr_html_() == charts.chart_div(fig, "gemm")

@@ -1,0 +1,379 @@
+"""The evidence gate, adversarially: every way to publish an unbacked number must fail.
+
+Three layers: the figure patterns on text; the gate on a copy of the built
+fixture site (fast, and honest for what only depends on the rendered HTML and
+on results/: hand-typed figures, tampering, staleness); and real rebuilds of a
+light copy of the docs for what must fail the *build* (a figure typed in a
+Markdown page, printed by a notebook, written in a docstring; a claim on a
+missing case).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import site_workspace as sw
+
+from kernel_portfolio.evidence import gate
+from kernel_portfolio.evidence.quote import make_claim
+from kernel_portfolio.evidence.sitebuild import rewrite_claim_links
+
+# ----------------------------------------------------------------- patterns
+
+
+@pytest.mark.parametrize(
+    ("text", "figure"),
+    [
+        ("the kernel takes 12.5 ms per call", "12.5 ms"),
+        ("about 67 µs", "67 µs"),
+        ("about 67 μs with a Greek mu", "67 μs"),
+        ("in 450us", "450us"),
+        ("2.5 seconds end to end", "2.5 seconds"),
+        ("reaches 3,900 GB/s", "3,900 GB/s"),
+        ("close to 4.8 TB/s", "4.8 TB/s"),
+        ("runs at 218 TFLOP/s", "218 TFLOP/s"),
+        ("runs at 218 TFLOPS", "218 TFLOPS"),
+        ("a 1.8x speed-up", "1.8x"),
+        ("it is 1.8× faster", "1.8×"),
+        ("1.8 × faster", "1.8 × "),
+        ("it is 3 times faster", "3 times "),
+        ("a speed-up of 1.8 over torch", "speed-up of 1.8"),
+        ("91.4% of the copy bandwidth", "91.4%"),
+        ("reaches 80 % of cuBLAS", "80 %"),
+        ("20% faster than torch", "20%"),
+    ],
+)
+def test_figures_that_look_measured(text, figure):
+    found = gate.find_figures(text)
+    assert [f.text for f in found] == [figure.strip()], found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a 8192x8192 float16 matrix",
+        "shape 4096 x 4096",
+        "M x N elements, 2 × N bytes",
+        "mask 0x1F",
+        "Triton 3.6.0 on sm_90 and an H200",
+        "50% of the rows are masked",
+        "2^31 elements, 1e-6 epsilon, 132 SMs, 3201 MHz",
+        "lesson 2 says",
+    ],
+)
+def test_numbers_that_are_not_measurements(text):
+    assert gate.find_figures(text) == []
+
+
+def test_claims_are_masked_but_split_figures_are_not():
+    page = (
+        "<html><body><article>"
+        '<p>Reaches <a class="kp-claim" data-result="r">3900 GB/s</a> today.</p>'
+        "<p>But <strong>1.8</strong>× here.</p>"
+        "<pre><code><span>elapsed</span> = <span>12.5</span> <span>ms</span></code></pre>"
+        "<nav><a>Timing 5 ms</a></nav>"
+        "<script>var t = '7 ms';</script>"
+        "</article></body></html>"
+    )
+    scan = gate.scan_page("p/", page)
+    assert [f.text for f in scan.figures] == ["1.8×", "12.5 ms"]
+    assert [text for _, text in scan.claims] == ["3900 GB/s"]
+
+
+def test_table_columns_with_a_unit_header():
+    page = (
+        "<table><thead><tr><th>shape</th><th>median (µs)</th><th>speed-up</th></tr></thead>"
+        "<tbody><tr><td>8192x8192</td><td>67.7</td><td>1.80</td></tr>"
+        '<tr><td>1024x1024</td><td><a class="kp-claim">9.59 µs</a></td><td>—</td></tr>'
+        "</tbody></table>"
+    )
+    scan = gate.scan_page("t/", page)
+    assert sorted(f.text for f in scan.figures) == ["1.80", "67.7"]
+
+
+def test_resources_from_other_hosts():
+    page = (
+        '<head><script src="https://cdn.example.org/mathjax.js"></script>'
+        '<link rel="stylesheet" href="//fonts.example.com/css">'
+        '<link rel="canonical" href="https://site.example.org/page/"></head>'
+        '<body><img src="http://img.example.org/a.png"><img src="../a.png">'
+        "<script>import('https://cdn.example.org/mermaid.mjs')</script></body>"
+    )
+    external = gate.scan_page("x/", page).external
+    assert len(external) == 4
+    assert not any("canonical" in e or "../a.png" in e for e in external)
+
+
+# --------------------------------------------------- the built fixture site
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    result = sw.fixture_site(tmp_path_factory)
+    assert result.returncode == 0, result.output[-4000:]
+    return result
+
+
+@pytest.fixture
+def site(built, tmp_path):
+    """A copy of the built site's pages (the gate reads HTML only)."""
+    dest = tmp_path / "site"
+    shutil.copytree(built.site, dest, ignore=shutil.ignore_patterns("*.js", "*.css", "*.map"))
+    return dest
+
+
+@pytest.fixture
+def root(built, tmp_path):
+    """A copy of the fixture workspace's results, sources and allow-list."""
+    dest = tmp_path / "root"
+    for part in ("results", "src", "docs/evidence"):
+        shutil.copytree(built.ws / part, dest / part)
+    return dest
+
+
+def _failures(site: Path, root: Path) -> list[str]:
+    return [str(f) for f in gate.check_site(site, root).failures]
+
+
+def _inject(site: Path, url: str, html: str, where: str = "</article>") -> None:
+    page = site / url / "index.html"
+    text = page.read_text(encoding="utf-8")
+    assert where in text, f"{where!r} not in {url}"
+    page.write_text(text.replace(where, html + where, 1), encoding="utf-8")
+
+
+def test_untouched_fixture_site_passes(site, root):
+    report = gate.check_site(site, root)
+    assert report.ok, report.summary()
+    pages = {c.page for c in report.claims}
+    assert {"fixture-claims/", "fixture-notebook/", "benchmarks/fixture/", "evidence/"} <= pages
+    assert all(c.status == "current" for c in report.claims)
+
+
+# (sentence, the figure the gate must name)
+FIGURES = [("took 12.5 ms", "12.5 ms"), ("reaches 850 GB/s", "850 GB/s"),
+           ("at 218 TFLOP/s", "218 TFLOP/s"), ("a 1.8x win", "1.8x"),
+           ("91.4% of copy", "91.4%")]  # fmt: skip
+# (page, where to put the text): a Markdown page, a notebook's output area, a docstring.
+PLACES = [
+    ("fixture-claims/", "<p>{}</p>", "</article>"),
+    ("fixture-notebook/", '<div class="jp-OutputArea-output"><pre>{}</pre></div>', "</article>"),
+    ("kernels/add/", '<div class="doc doc-contents"><p>{}</p></div>', "</article>"),
+]
+
+
+@pytest.mark.parametrize(("sentence", "figure"), FIGURES, ids=[f[1] for f in FIGURES])
+@pytest.mark.parametrize(("url", "wrap", "where"), PLACES, ids=[p[0] for p in PLACES])
+def test_hand_typed_figure_fails_naming_the_page(site, root, sentence, figure, url, wrap, where):
+    _inject(site, url, wrap.format(sentence), where)
+    (failure,) = _failures(site, root)
+    assert failure.startswith(url) and f"figure '{figure}'" in failure
+    assert "is not a claim; nearest saved values" in failure
+
+
+def test_nearest_saved_values_are_quotable(site, root):
+    _inject(site, "fixture-claims/", "<p>about 1750 GB/s</p>")
+    (failure,) = _failures(site, root)
+    assert "{{ claim fixture/smoke softmax/fwd/1024x4096/float16 ours gbps }}" in failure
+
+
+def test_allow_list_needs_a_reason(site, root):
+    _inject(site, "methodology/", "<p>the datasheet says 4.8 TB/s</p>")
+    allow = root / gate.ALLOWLIST
+    allow.write_text('- text: "4.8 TB/s"\n  pages: ["methodology/"]\n', encoding="utf-8")
+    failures = _failures(site, root)
+    assert any("allowlist.yml" in f and "no reason" in f for f in failures), failures
+    assert any(f.startswith("methodology/") and "4.8 TB/s" in f for f in failures), failures
+    allow.write_text(
+        '- text: "4.8 TB/s"\n  pages: ["methodology/"]\n  reason: datasheet peak, not measured\n',
+        encoding="utf-8",
+    )
+    assert _failures(site, root) == []
+    _inject(site, "contributing/", "<p>the datasheet says 4.8 TB/s</p>")
+    (failure,) = _failures(site, root)
+    assert failure.startswith("contributing/")  # the entry is for methodology/ only
+
+
+def test_claim_on_a_missing_case(site, root):
+    page = site / "fixture-claims" / "index.html"
+    text = page.read_text(encoding="utf-8")
+    text = text.replace(
+        'smoke" data-case="softmax/fwd/1024x4096', 'smoke" data-case="softmax/fwd/4096x4096', 1
+    )
+    page.write_text(text, encoding="utf-8")
+    (failure,) = _failures(site, root)
+    assert failure.startswith("fixture-claims/") and "softmax/fwd/4096x4096/float16" in failure
+    assert "not in the result" in failure
+
+
+def test_claim_on_a_missing_result(site, root):
+    shutil.rmtree(root / "results" / "fixture")
+    failures = _failures(site, root)
+    assert failures and all("cannot be used" in f for f in failures)
+    assert any(f.startswith("fixture-notebook/") for f in failures)
+
+
+def test_edited_kernel_makes_its_claims_stale(site, root):
+    softmax = root / "src" / "kernel_portfolio" / "ops" / "softmax.py"
+    softmax.write_text(softmax.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    failures = _failures(site, root)
+    assert failures and all("stale" in f and "ops/softmax.py" in f for f in failures)
+    assert all("softmax/fwd/1024x4096/float16" in f for f in failures)  # not the GEMM claims
+    assert any(f.startswith("fixture-claims/") for f in failures)
+    assert any(f.startswith("fixture-notebook/") for f in failures)
+
+
+def test_tampered_values_in_results_file(site, root):
+    path = root / "results" / "fixture" / "smoke.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["cases"][0]["impls"]["ours"]["median_ms"] *= 0.5
+    path.write_text(json.dumps(data), encoding="utf-8")
+    failures = _failures(site, root)
+    assert any(f.startswith("results/fixture/smoke.json") and "median" in f for f in failures)
+    assert any(f.startswith("fixture-claims/") for f in failures)
+
+
+def test_tampered_hashes_in_results_file(site, root):
+    path = root / "results" / "fixture" / "smoke.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["sources"]["src/kernel_portfolio/ops/softmax.py"] = "0" * 64
+    path.write_text(json.dumps(data), encoding="utf-8")
+    failures = _failures(site, root)
+    assert failures and any(f.startswith("fixture-claims/") and "stale" in f for f in failures)
+
+
+@pytest.mark.parametrize("what", ["text", "value"])
+def test_tampered_claim_on_a_page(site, root, what):
+    page = site / "fixture-claims" / "index.html"
+    text = page.read_text(encoding="utf-8")
+    claim = re.search(r'<a [^>]*data-stat="gbps"[^>]*data-value="([^"]+)"[^>]*>([^<]+)</a>', text)
+    if what == "text":
+        edited = claim[0].replace(f">{claim[2]}<", ">9999\u202fGB/s<")
+    else:
+        edited = claim[0].replace(f'data-value="{claim[1]}"', 'data-value="9999.0"')
+    page.write_text(text.replace(claim[0], edited), encoding="utf-8")
+    (failure,) = _failures(site, root)
+    assert failure.startswith("fixture-claims/") and "tampered" in failure
+
+
+def test_claim_link_must_lead_to_its_evidence(site, root):
+    page = site / "fixture-claims" / "index.html"
+    text = page.read_text(encoding="utf-8")
+    page.write_text(text.replace("#softmax-fwd-1024x4096-float16", "#elsewhere", 1), "utf-8")
+    (failure,) = _failures(site, root)
+    assert failure.startswith("fixture-claims/") and "links to" in failure
+
+
+def test_evidence_values_are_checked_against_the_json(site, root):
+    page = site / "evidence" / "fixture" / "smoke" / "index.html"
+    text = page.read_text(encoding="utf-8")
+    value = re.search(r'<span class="kp-value"[^>]*data-unit="GB/s"[^>]*>([^<]+)</span>', text)
+    page.write_text(text.replace(value[0], value[0].replace(value[1], "1\u202fGB/s")), "utf-8")
+    (failure,) = _failures(site, root)
+    assert failure.startswith("evidence/fixture/smoke/") and "tampered" in failure
+
+
+def test_evidence_values_only_on_their_own_evidence_page(site, root):
+    text = (site / "evidence" / "fixture" / "smoke" / "index.html").read_text(encoding="utf-8")
+    value = re.search(r'<span class="kp-value"[^>]*data-unit="GB/s"[^>]*>[^<]+</span>', text)[0]
+    _inject(site, "methodology/", f"<p>copy: {value}</p>")
+    (failure,) = _failures(site, root)
+    assert failure.startswith("methodology/") and "only appear on its own" in failure
+
+
+def test_archived_result_stays_quotable(site, root):
+    from kernel_portfolio.results import archive_result, load
+
+    archived, missing = archive_result(load(root / "results/fixture/smoke.json"), root)
+    assert missing == []
+    result_id = archived.relative_to(root / "results").with_suffix("").as_posix()
+    data = load(archived).data
+    claim = make_claim(result_id, data, "softmax/fwd/1024x4096/float16", "gbps")
+    _inject(site, "methodology/", "<p>Once " + rewrite_claim_links(claim.html(), "methodology/"))
+    softmax = root / "src" / "kernel_portfolio" / "ops" / "softmax.py"
+    softmax.write_text(softmax.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    report = gate.check_site(site, root)
+    archived_claims = [c for c in report.claims if c.result_id == result_id]
+    assert [c.status for c in archived_claims] == ["archived"]
+    assert not any(f.page.startswith("methodology/") for f in report.failures)
+    assert any(f.page.startswith("fixture-claims/") for f in report.failures)  # current: stale
+    kept = archived.with_name(archived.stem + ".sources") / "src/kernel_portfolio/ops/softmax.py"
+    kept.write_text("# not what was measured\n", encoding="utf-8")
+    report = gate.check_site(site, root)
+    assert any(f.page.startswith("methodology/") and "stale" in f.message for f in report.failures)
+
+
+def test_resource_from_another_host(site, root):
+    _inject(site, "", '<script src="https://cdn.example.org/x.js"></script>', "</body>")
+    (failure,) = _failures(site, root)
+    assert failure.startswith("home") and "another host" in failure
+
+
+def test_cli_exit_codes(built, site, root, capsys):
+    from kernel_portfolio.cli import main
+
+    assert main(["claims", "check", str(site), "--root", str(root)]) == 0
+    assert "ok" in capsys.readouterr().out
+    assert main(["claims", "list", str(site), "--root", str(root)]) == 0
+    listed = capsys.readouterr().out
+    assert "fixture-claims/\t" in listed and "fixture/smoke" in listed
+    _inject(site, "methodology/", "<p>it took 12.5 ms</p>")
+    assert main(["claims", "check", str(site), "--root", str(root)]) == 1
+    assert "methodology/" in capsys.readouterr().out
+    assert main(["claims", "check", str(site / "nope"), "--root", str(root)]) == 2
+    assert "not a built site" in capsys.readouterr().err
+
+
+# ------------------------------------------------------ rebuilds of the docs
+
+
+@pytest.fixture
+def light(tmp_path):
+    ws = sw.copy_tree(tmp_path / "ws", light=True)
+    sw.add_fixture(ws)
+    return ws
+
+
+def test_build_fails_on_hand_typed_figures(light):
+    with open(light / "docs" / "methodology.md", "a", encoding="utf-8") as fh:
+        fh.write("\nOn our GPU the copy took 12.5 ms.\n")
+    with open(light / "docs" / "fixture-notebook.py", "a", encoding="utf-8") as fh:
+        fh.write('\n# %%\nprint("reached 850 GB/s")\n')
+    add = light / "src" / "kernel_portfolio" / "ops" / "add.py"
+    source = add.read_text(encoding="utf-8")
+    doc = re.search(r'def add\(.*?\n    """(.*?)\n', source, re.S)
+    add.write_text(source.replace(doc[0], doc[0] + "\n    Runs 1.8x faster than torch.\n", 1))
+    result = sw.build(light)
+    assert result.returncode != 0
+    out = result.output
+    assert "evidence gate" in out
+    for page, kind, figure in [
+        ("methodology/ (docs/methodology.md)", "time", "12.5 ms"),
+        ("fixture-notebook/ (docs/fixture-notebook.py)", "bandwidth", "850 GB/s"),
+        ("kernels/add/ (docs/kernels/add.md)", "speedup", "1.8x"),
+    ]:
+        assert f"{page}: hand-typed {kind} figure '{figure}'" in out, out[-3000:]
+
+
+def test_build_fails_on_claim_of_missing_case(light):
+    page = light / "docs" / "fixture-claims.md"
+    text = page.read_text(encoding="utf-8")
+    page.write_text(text.replace("1024x4096/float16 ours gbps", "4096x4096/float16 ours gbps", 1))
+    result = sw.build(light)
+    assert result.returncode != 0
+    assert "docs/fixture-claims.md: a claim cannot be resolved" in result.output
+    assert "softmax/fwd/4096x4096/float16" in result.output
+
+
+def test_build_fails_on_notebook_claim_of_missing_case(light):
+    nb = light / "docs" / "fixture-notebook.py"
+    nb.write_text(nb.read_text().replace('case = "softmax/fwd/1024x4096/float16"',
+                                         'case = "softmax/fwd/4096x4096/float16"'))  # fmt: skip
+    result = sw.build(light)
+    assert result.returncode != 0
+    assert "fixture-notebook.py" in result.output
+    assert "softmax/fwd/4096x4096/float16" in result.output

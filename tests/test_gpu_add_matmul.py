@@ -1,0 +1,235 @@
+"""kp.add and kp.matmul on a real GPU: real sizes, torch.library checks, torch.compile.
+
+Runs on the lent H200 (skipped without CUDA); the Hopper-only tests skip on
+other GPUs. Covers what the interpreter cannot: the autotuned kernels, the
+TMA path on the copy engine itself, ``opcheck``'s fake-tensor and compile
+checks, ``torch.compile(fullgraph=True)`` forward and backward, recompilation
+across batch sizes, and an addition past 2^31 elements.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kp_testing import assert_matches, poison
+from test_matmul import _assert_exact, _integer_operands, _operands, _tol
+from torch.library import opcheck
+
+import kernel_portfolio as kp
+from kernel_portfolio import reference
+from kernel_portfolio.ops import matmul as mm
+
+pytestmark = pytest.mark.gpu
+
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+DTYPES = (torch.float32, *HALF_DTYPES)
+LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
+
+
+def _is_hopper() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+hopper_only = pytest.mark.skipif(not _is_hopper(), reason="needs compute capability 9.x")
+
+
+def _free_bytes() -> int:
+    return torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else 0
+
+
+# --- add ---
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_add_real_sizes_equal_torch(dtype):
+    n = (1 << 24) + 3  # full vectorised blocks and a masked tail
+    x, y = (torch.randn(n, device="cuda").to(dtype) for _ in range(2))
+    assert torch.equal(kp.add(x, y), torch.add(x, y))
+    x = torch.randn(8192, 4096, device="cuda").to(dtype)
+    for y in (
+        torch.randn(4096, device="cuda").to(dtype),  # bias
+        torch.randn(8192, 1, device="cuda").to(dtype),  # column
+        torch.randn(4096, 8192, device="cuda").to(dtype).t(),  # transposed
+    ):
+        assert torch.equal(kp.add(x, y), torch.add(x, y))
+    small_x, small_y = x[:64, :96], torch.randn(96, device="cuda").to(dtype)
+    assert_matches(kp.add(small_x, small_y), reference.add(small_x, small_y), dtype)
+
+
+@pytest.mark.skipif(_free_bytes() < (20 << 30), reason="needs 20 GiB of free GPU memory")
+def test_add_past_2_31_elements():
+    n = (1 << 31) + 4096
+    x = torch.randn(n, device="cuda", dtype=torch.float16)
+    y = torch.randn(n, device="cuda", dtype=torch.float16)
+    assert torch.equal(kp.add(x, y), torch.add(x, y))  # flat kernel, int64 offsets
+    del y
+    rows = (1 << 21) + 1  # x viewed as (rows, 1024) plus a broadcast row: the strided kernel
+    x2 = x[: rows * 1024].view(rows, 1024)
+    bias = torch.randn(1024, device="cuda", dtype=torch.float16)
+    assert torch.equal(kp.add(x2, bias), torch.add(x2, bias))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_add_opcheck(dtype):
+    x = torch.randn(64, 96, device="cuda").to(dtype).requires_grad_()
+    for y in (torch.randn(64, 96, device="cuda"), torch.randn(96, device="cuda")):
+        opcheck(torch.ops.kp.add.default, (x, y.to(dtype).requires_grad_()))
+
+
+def test_add_compiles_without_graph_breaks():
+    fn = torch.compile(lambda x, y: kp.add(x, y).square().sum(), fullgraph=True)
+    x = torch.randn(512, 384, device="cuda", requires_grad=True)
+    y = torch.randn(384, device="cuda", requires_grad=True)
+    loss = fn(x, y)
+    loss.backward()
+    gx, gy = x.grad, y.grad
+    x.grad = y.grad = None
+    kp.add(x, y).square().sum().backward()
+    torch.testing.assert_close(loss, kp.add(x, y).square().sum())
+    torch.testing.assert_close(gx, x.grad)
+    torch.testing.assert_close(gy, y.grad)
+
+
+def test_add_new_batch_size_does_not_recompile():
+    torch._dynamo.reset()
+    fn = torch.compile(kp.add, fullgraph=True, dynamic=True)
+    bias = torch.randn(768, device="cuda")
+    fn(torch.randn(1000, 768, device="cuda"), bias)
+    with torch.compiler.set_stance("fail_on_recompile"):
+        x = torch.randn(3000, 768, device="cuda")
+        assert torch.equal(fn(x, bias), torch.add(x, bias))
+
+
+# --- matmul ---
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("a_t", "b_t"), LAYOUTS)
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (1000, 1536, 776), (127, 255, 65)])
+def test_matmul_real_sizes(dtype, a_t, b_t, shape):
+    m, n, k = shape
+    a, b = _operands(m, n, k, dtype, "cuda", a_t=a_t, b_t=b_t)
+    assert_matches(kp.matmul(a, b), reference.matmul(a, b), dtype, tol=_tol(dtype, k))
+
+
+@hopper_only
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize(("a_t", "b_t"), LAYOUTS)
+def test_tma_and_pointer_paths_agree(dtype, a_t, b_t):
+    m, n, k = 2048, 1536, 1032  # K not a multiple of any BLOCK_K: zero fill in K
+    a, b = _operands(m, n, k, dtype, "cuda", a_t=a_t, b_t=b_t)
+    ref = reference.matmul(a, b)
+    outs = {}
+    for path in ("tma", "pointer"):
+        out = poison(torch.empty(m, n, dtype=dtype, device="cuda"))
+        mm._launch_matmul(a, b, out, allow_tf32=False, path=path)
+        assert_matches(out, ref, dtype, path, tol=_tol(dtype, k))
+        outs[path] = out
+    # Both round the same float32 sums once; they may differ only where the
+    # summation order tips a rounding.
+    assert_matches(outs["tma"], outs["pointer"].double().cpu(), dtype, "tma vs pointer")
+
+
+@hopper_only
+@pytest.mark.parametrize("config", mm.TMA_CONFIGS, ids=[str(i) for i in range(len(mm.TMA_CONFIGS))])
+def test_every_tma_config(config):
+    m, n, k = 1000, 1280, 776
+    a, b = _operands(m, n, k, torch.bfloat16, "cuda", b_t=True)
+    out = poison(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", config=config)
+    assert_matches(out, reference.matmul(a, b), torch.bfloat16, tol=_tol(torch.bfloat16, k))
+
+
+@pytest.mark.parametrize("path", ["tma", "pointer"])
+def test_exact_float16_case(path):
+    if path == "tma" and not _is_hopper():
+        pytest.skip("needs compute capability 9.x")
+    a, b = _integer_operands(256, 384, 1024, "cuda")
+    out = poison(torch.empty(256, 384, dtype=torch.float16, device="cuda"))
+    mm._launch_matmul(a, b, out, allow_tf32=False, path=path)
+    _assert_exact(out, a, b)
+
+
+def test_tf32_only_when_allowed():
+    a, b = _operands(1024, 1024, 2048, torch.float32, "cuda")
+    ref = reference.matmul(a, b)
+    assert_matches(kp.matmul(a, b), ref, torch.float32, tol=_tol(torch.float32, 2048))
+    out = kp.matmul(a, b, allow_tf32=True)
+    assert_matches(out, ref, torch.float32, tol=_tol(torch.float32, 2048, tf32=True))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_backward_real_sizes(dtype):
+    m, n, k = 2048, 1024, 1536
+    a, b = _operands(m, n, k, dtype, "cuda", b_t=True)  # a linear layer: x @ W.T
+    a.requires_grad_()
+    b.requires_grad_()
+    grad = torch.randn(m, n, device="cuda").to(dtype)
+    kp.matmul(a, b).backward(grad)
+    g64, a64, b64 = (t.detach().double().cpu() for t in (grad, a, b))
+    assert_matches(a.grad, g64 @ b64.T, dtype, "grad a", tol=_tol(dtype, n))
+    assert_matches(b.grad, a64.T @ g64, dtype, "grad b", tol=_tol(dtype, m))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_opcheck(dtype):
+    a, b = _operands(256, 128, 192, dtype, "cuda")
+    opcheck(torch.ops.kp.matmul.default, (a.requires_grad_(), b.requires_grad_()))
+    opcheck(torch.ops.kp.matmul.default, (a, b.detach().t().contiguous().t()), {"allow_tf32": True})
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+def test_matmul_compiles_without_graph_breaks(dtype):
+    fn = torch.compile(lambda a, b: kp.matmul(a, b).float().square().sum(), fullgraph=True)
+    a, b = _operands(512, 384, 256, dtype, "cuda", b_t=True)
+    a.requires_grad_()
+    b.requires_grad_()
+    loss = fn(a, b)
+    loss.backward()
+    ga, gb = a.grad, b.grad
+    a.grad = b.grad = None
+    eager = kp.matmul(a, b).float().square().sum()
+    eager.backward()
+    tol = 10 * _tol(dtype, 512)
+    torch.testing.assert_close(loss, eager, rtol=tol, atol=0)
+    torch.testing.assert_close(ga, a.grad, rtol=tol, atol=tol)
+    torch.testing.assert_close(gb, b.grad, rtol=tol, atol=tol)
+
+
+@hopper_only
+def test_new_batch_size_in_bucket_reuses_tuning_and_compiled_graph():
+    b = torch.randn(512, 768, device="cuda", dtype=torch.float16)
+
+    def batch(m):
+        return torch.randn(m, 512, device="cuda", dtype=torch.float16)
+
+    # Eager: M=33 and M=40 share the tuning key (bucket 64); M=100 is bucket 128.
+    mm._matmul_tma_tuned.cache.clear()
+    kp.matmul(batch(33), b)
+    kp.matmul(batch(40), b)
+    assert len(mm._matmul_tma_tuned.cache) == 1
+    kp.matmul(batch(100), b)
+    assert len(mm._matmul_tma_tuned.cache) == 2
+
+    # Compiled with dynamic shapes: a new M in the same bucket reuses the graph.
+    torch._dynamo.reset()
+    fn = torch.compile(kp.matmul, fullgraph=True, dynamic=True)
+    fn(batch(33), b)
+    with torch.compiler.set_stance("fail_on_recompile"):
+        a = batch(40)
+        assert_matches(
+            fn(a, b), reference.matmul(a, b), torch.float16, tol=_tol(torch.float16, 512)
+        )
+    a = batch(100)  # another bucket: one recompile, still correct
+    assert_matches(fn(a, b), reference.matmul(a, b), torch.float16, tol=_tol(torch.float16, 512))
+
+
+def test_matmul_on_a_second_device():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    a, b = _operands(300, 200, 100, torch.float16, "cuda:1")
+    assert_matches(
+        kp.matmul(a, b), reference.matmul(a, b), torch.float16, tol=_tol(torch.float16, 100)
+    )
+    x = torch.randn(1000, device="cuda:1")
+    assert torch.equal(kp.add(x, x), x + x)

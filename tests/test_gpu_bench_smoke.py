@@ -1,0 +1,57 @@
+"""The harness end to end on a GPU: every timer and cache mode on the small ``smoke`` suite."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_portfolio.bench import timing
+from kernel_portfolio.bench.suites import SUITES
+from kernel_portfolio.cli import main
+from kernel_portfolio.results import load
+
+pytestmark = pytest.mark.gpu
+
+SMOKE = SUITES["smoke"]
+
+
+def test_timers_measure_positive_times():
+    x = torch.randn(4096, 4096, device="cuda")
+    flush = timing.L2Flusher(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", None))
+    cold = timing.time_events(lambda: x * 2, 5, flush=flush)
+    warm = timing.time_events(lambda: x * 2, 5)
+    graph = timing.capture_graph(lambda: x * 2, 4)
+    replay = timing.time_graph(graph, 5, 4)
+    assert all(t > 0 for t in cold + warm + replay)
+    assert timing.peak_memory(lambda: x * 2) >= x.numel() * 4
+    nbytes, copy = timing.copy_bandwidth(3, nbytes=256 << 20)
+    assert nbytes == 512 << 20 and min(copy) > 0
+
+
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_smoke_suite_end_to_end(tmp_path, cache):
+    assert main(["bench", "--suite", "smoke", "--cache", cache, "--out", str(tmp_path)]) == 0
+    res = load(tmp_path / "smoke.json")
+    log = (tmp_path / "smoke.log").read_text()
+    assert "copy bandwidth" in log and "[3/3]" in log
+    data = res.data
+    assert data["timing"]["cache"] == cache and data["copy_bandwidth"]["gbps"] > 100
+    assert data["gpu_state"]["before"]["utilization_pct"] is not None
+    assert {c["timer"] for c in data["cases"]} == {"events", "cuda_graph"}
+    for case in data["cases"]:
+        expected = "warm" if case["timer"] == "cuda_graph" else cache
+        assert case["cache"] == expected
+        ours = case["impls"]["ours"]
+        assert ours["status"] == "ok", (case["id"], ours["reason"])
+        assert len(ours["samples_ms"]) == SMOKE.visits * SMOKE.samples
+        assert ours["peak_mem_bytes"] > 0 and ours["gbps"] > 0
+        for name, rec in case["impls"].items():
+            assert rec["status"] in ("ok", "skipped"), (case["id"], name, rec["reason"])
+            assert rec["status"] == "ok" or rec["reason"]
+        baselines = {r["baseline"] for r in case["ratios"]}
+        assert baselines == {
+            n for n, r in case["impls"].items() if n != "ours" and r["status"] == "ok"
+        }
+    compiled = res.case("softmax/fwd/1024x4096/float16")["impls"]["compile"]
+    assert compiled["status"] == "ok" and compiled["metrics"]["compile_ms"]["value"] > 0
+    assert res.case("matmul/fwd/512x512x512/float16")["impls"]["ours"]["tflops"] > 0

@@ -1,0 +1,381 @@
+"""kp.matmul against float64, under the interpreter on a CPU (small shapes).
+
+Both kernels run here: the pointer kernel through the public function (the
+interpreter never picks the Hopper path on its own) and the TMA kernel forced
+through the launcher, since Triton's interpreter emulates tensor descriptors.
+Shapes are ragged against every tile size used (127x255x65, 1x1x1, 33x80x48),
+span several K iterations (K=300) and several persistent-loop rounds, and
+include the empty cases. The Hopper path is also compiled ahead of time for
+sm_90 in a child process, to check that each tuning config assembles to
+``wgmma`` and TMA copies. On a GPU the same tests run on CUDA.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from kp_testing import assert_matches, poison
+from torch.library import opcheck
+
+import kernel_portfolio as kp
+from kernel_portfolio import reference
+from kernel_portfolio.ops import matmul as mm
+
+pytestmark = pytest.mark.interpreter
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+#: ``(once, per_sqrt_k)``: the relative error bound is ``once + per_sqrt_k *
+#: sqrt(K)``. ``once`` covers the single rounding of the float32 sum to the
+#: output dtype (2^-11 for float16, 2^-8 for bfloat16, with margin; the
+#: interpreter truncates to bfloat16, doubling that error); ``per_sqrt_k``
+#: covers float32 accumulation, whose error grows like sqrt(K) * 2^-24.
+TOLERANCES = {
+    torch.float32: (1e-6, 4e-8),
+    torch.float16: (1e-3, 4e-8),
+    torch.bfloat16: (8e-3, 4e-8),
+}
+#: float32 with ``allow_tf32=True``: each operand rounded to 10 mantissa bits.
+TF32_TOLERANCE = (3e-3, 4e-8)
+
+
+def _tol(dtype: torch.dtype, k: int, *, tf32: bool = False) -> float:
+    once, per_sqrt_k = TF32_TOLERANCE if tf32 else TOLERANCES[dtype]
+    return once + per_sqrt_k * math.sqrt(max(k, 1))
+
+
+def _operands(m, n, k, dtype, device, *, a_t=False, b_t=False):
+    """Random ``(M, K)`` and ``(K, N)`` operands; ``*_t`` makes them transposed views."""
+    a = torch.randn(k, m, device=device).t() if a_t else torch.randn(m, k, device=device)
+    b = torch.randn(n, k, device=device).t() if b_t else torch.randn(k, n, device=device)
+    return a.to(dtype), b.to(dtype)  # .to keeps a transposed view's strides
+
+
+def _guarded_output(m, n, dtype, device):
+    """A NaN-poisoned ``(M, N)`` output at the front of a larger poisoned buffer.
+
+    Returns ``(out, guard)``: after a launch ``out`` must be fully written and
+    ``guard``, the memory just past it, still all NaN.
+    """
+    buffer = poison(torch.empty(m * n + 256, dtype=dtype, device=device))
+    return buffer[: m * n].view(m, n), buffer[m * n :]
+
+
+LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape", [(127, 255, 65), (1, 1, 1), (64, 64, 64), (33, 80, 48), (16, 48, 300)]
+)
+@pytest.mark.parametrize(("a_t", "b_t"), LAYOUTS)
+def test_forward_matches_float64(dtype, shape, a_t, b_t, device):
+    m, n, k = shape
+    a, b = _operands(m, n, k, dtype, device, a_t=a_t, b_t=b_t)
+    out = kp.matmul(a, b)
+    assert out.shape == (m, n) and out.dtype == dtype and out.is_contiguous()
+    assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize(("a_t", "b_t"), LAYOUTS)
+@pytest.mark.parametrize(
+    "config",
+    [
+        mm.INTERPRETER_CONFIGS["tma"],
+        mm._tma_config(32, 64, 32, 4, 1, split=2),  # the split epilogue
+        mm._tma_config(16, 16, 16, 4, 1, ws=True),  # many tiles per program
+    ],
+    ids=["32x32x32", "32x64x32-split", "16x16x16-ws"],
+)
+def test_tma_kernel(dtype, a_t, b_t, config, device):
+    # 40x72x88 leaves partial tiles in M, N and K: the copy engine's zero
+    # fill and clipped stores must make them exact.
+    m, n, k = 40, 72, 88
+    a, b = _operands(m, n, k, dtype, device, a_t=a_t, b_t=b_t)
+    out, guard = _guarded_output(m, n, dtype, device)
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", config=config)
+    assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
+    assert torch.isnan(guard).all(), "wrote past the end of the output"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "config",
+    [mm._pointer_config(16, 16, 16, 4, 1), mm._pointer_config(64, 32, 16, 4, 1)],
+    ids=["16x16x16", "64x32x16"],
+)
+def test_pointer_kernel_writes_exactly_its_output(dtype, config, device):
+    # 16-row tiles of a 150-row output: several groups of GROUP_M=8, the last partial.
+    m, n, k = 150, 40, 37
+    a, b = _operands(m, n, k, dtype, device)
+    out, guard = _guarded_output(m, n, dtype, device)
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="pointer", config=config)
+    assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
+    assert torch.isnan(guard).all(), "wrote past the end of the output"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_strided_operands_and_output(dtype, device):
+    a = torch.randn(70, 90, device=device).to(dtype)[::2, 1::3]  # (35, 30), strides (180, 3)
+    b = torch.randn(30, device=device).to(dtype)[:, None].expand(30, 20)  # zero stride along N
+    assert mm._tma_layout(a) is None and mm._tma_layout(b) is None
+    out = poison(torch.empty(20, 35, dtype=dtype, device=device)).t()  # column-major output
+    mm._launch_matmul(a, b, out, allow_tf32=False)
+    assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, 30))
+    assert_matches(kp.matmul(a, b), reference.matmul(a, b), dtype, tol=_tol(dtype, 30))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_empty_and_k_zero(dtype, device):
+    a, b = _operands(5, 7, 0, dtype, device)
+    out = poison(torch.empty(5, 7, dtype=dtype, device=device))
+    mm._launch_matmul(a, b, out, allow_tf32=False)
+    assert torch.equal(out, torch.zeros_like(out))
+    assert torch.equal(kp.matmul(a, b), torch.zeros(5, 7, dtype=dtype, device=device))
+    for m, n, k in ((0, 7, 3), (5, 0, 3), (0, 0, 0)):
+        a, b = _operands(m, n, k, dtype, device)
+        assert kp.matmul(a, b).shape == (m, n)
+
+
+def test_tf32_flag(device):
+    a, b = _operands(33, 40, 72, torch.float32, device)
+    out = kp.matmul(a, b, allow_tf32=True)
+    assert_matches(
+        out, reference.matmul(a, b), torch.float32, tol=_tol(torch.float32, 72, tf32=True)
+    )
+
+
+# --- An exact float16 case, and a deliberately broken kernel it must reject ---
+
+
+def _integer_operands(m, n, k, device):
+    """Small positive integers: every product and every float32 partial sum is exact.
+
+    Sums reach about 4 * K, past 2048, where float16 can no longer hold odd
+    integers, so a kernel that keeps its running sum in float16 rounds on the
+    way while a float32 accumulator stays exact until the one final rounding.
+    """
+    gen = torch.Generator().manual_seed(1)
+    a = torch.randint(1, 4, (m, k), generator=gen).to(device=device, dtype=torch.float16)
+    b = torch.randint(1, 4, (k, n), generator=gen).to(device=device, dtype=torch.float16)
+    return a, b
+
+
+def _assert_exact(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """float32 accumulation of exact products, rounded once: equal to the rounded float64 sum."""
+    expected = reference.matmul(a, b).to(torch.float16)
+    wrong = (out.cpu() != expected).sum().item()
+    if wrong:
+        raise AssertionError(f"{wrong} of {expected.numel()} entries differ from the exact result")
+
+
+@triton.jit
+def _gemm_float16_accumulator(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr):
+    """A GEMM with one defect: its running sum is rounded to float16 after each K step."""
+    rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    rk = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float16)
+    for ki in range(tl.cdiv(K, BLOCK)):
+        ks = ki * BLOCK + rk
+        a = tl.load(
+            a_ptr + rm[:, None] * K + ks[None, :], mask=(rm[:, None] < M) & (ks[None, :] < K)
+        )
+        b = tl.load(
+            b_ptr + ks[:, None] * N + rn[None, :], mask=(ks[:, None] < K) & (rn[None, :] < N)
+        )
+        acc = (acc + tl.dot(a, b)).to(tl.float16)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_exact_float16_case(device):
+    a, b = _integer_operands(32, 48, 1024, device)
+    _assert_exact(kp.matmul(a, b), a, b)
+
+
+def test_exact_case_rejects_float16_accumulation(device):
+    a, b = _integer_operands(32, 48, 1024, device)
+    out = poison(torch.empty(32, 48, dtype=torch.float16, device=device))
+    _gemm_float16_accumulator[(2, 3)](a, b, out, 32, 48, 1024, BLOCK=16)
+    with pytest.raises(AssertionError, match="differ from the exact result"):
+        _assert_exact(out, a, b)
+
+
+# --- Backward ---
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("a_t", "b_t"), [(False, False), (True, True)])
+def test_backward_matches_float64(dtype, a_t, b_t, device):
+    m, n, k = 33, 40, 72
+    a, b = _operands(m, n, k, dtype, device, a_t=a_t, b_t=b_t)
+    a.requires_grad_()
+    b.requires_grad_()
+    out = kp.matmul(a, b)
+    grad = torch.randn(m, n, device=device).to(dtype)
+    out.backward(grad)
+    g64, a64, b64 = (t.detach().double().cpu() for t in (grad, a, b))
+    assert_matches(a.grad, g64 @ b64.T, dtype, "grad a", tol=_tol(dtype, n))
+    assert_matches(b.grad, a64.T @ g64, dtype, "grad b", tol=_tol(dtype, m))
+
+
+def test_backward_computes_only_needed_gradients(device):
+    a, b = _operands(8, 6, 5, torch.float32, device)
+    a.requires_grad_()
+    kp.matmul(a, b).sum().backward()  # the gradient arrives expanded: zero strides
+    assert b.grad is None
+    assert_matches(a.grad, torch.ones(8, 6, dtype=torch.float64) @ b.double().T, torch.float32)
+
+
+def test_custom_op_registration(device):
+    a, b = _operands(8, 4, 16, torch.float32, device)
+    a.requires_grad_()
+    # Fake-tensor and compile checks need real kernels: the GPU file runs the
+    # full opcheck; the schema and autograd registration are checked here.
+    opcheck(
+        torch.ops.kp.matmul.default,
+        (a, b),
+        {"allow_tf32": False},
+        test_utils=("test_schema", "test_autograd_registration"),
+    )
+
+
+# --- Path selection and tuning-key helpers ---
+
+
+def test_tma_layout():
+    t = torch.empty(64, 32, dtype=torch.float16)
+    assert mm._tma_layout(t) == (False, 32)
+    assert mm._tma_layout(t.t()) == (True, 32)
+    assert mm._tma_layout(torch.empty(64, 30, dtype=torch.float16)) is None  # 60-byte rows
+    assert mm._tma_layout(t[:, 1:]) is None  # start 2 bytes past alignment
+    assert mm._tma_layout(t[:, ::2]) is None  # no unit stride
+    assert mm._tma_layout(torch.empty(32, dtype=torch.float16).expand(64, 32)) is None
+    assert mm._tma_layout(torch.empty(64, 40, dtype=torch.float16)[:, :32]) == (False, 40)
+
+
+def test_launcher_refuses_what_the_tma_path_cannot_do(device):
+    a, b = _operands(16, 16, 16, torch.float32, device)
+    with pytest.raises(ValueError, match="supports float16 and bfloat16"):
+        mm._launch_matmul(a, b, torch.empty(16, 16, device=device), allow_tf32=False, path="tma")
+    a, b = _operands(16, 15, 16, torch.float16, device)
+    with pytest.raises(ValueError, match="path='tma' needs a unit stride"):
+        mm._launch_matmul(
+            a, b, torch.empty(16, 15, dtype=torch.float16), allow_tf32=False, path="tma"
+        )
+    with pytest.raises(ValueError, match="path must be"):
+        mm._launch_matmul(
+            a, b, torch.empty(16, 15, dtype=torch.float16), allow_tf32=False, path="x"
+        )
+
+
+def test_bucket():
+    assert mm._bucket(1) == 16
+    assert mm._bucket(33) == mm._bucket(40) == mm._bucket(64) == 64
+    assert mm._bucket(65) == mm._bucket(100) == 128
+
+
+def test_errors(device):
+    a = torch.randn(4, 5, device=device)
+    with pytest.raises(TypeError, match="^b must be a torch.Tensor"):
+        kp.matmul(a, [[1.0]])
+    with pytest.raises(TypeError, match="^b has dtype torch.float16 but a"):
+        kp.matmul(a, torch.randn(5, 3, device=device).half())
+    with pytest.raises(ValueError, match="^a must be a 2-D matrix, got a 1-D"):
+        kp.matmul(torch.randn(5, device=device), torch.randn(5, 3, device=device))
+    with pytest.raises(ValueError, match="^b must be a 2-D matrix, got a 3-D"):
+        kp.matmul(a, torch.randn(2, 5, 3, device=device))
+    with pytest.raises(ValueError, match="^b has 6 rows but a has 5 columns"):
+        kp.matmul(a, torch.randn(6, 3, device=device))
+    with pytest.raises(TypeError, match="^allow_tf32 must be a bool"):
+        kp.matmul(a, torch.randn(5, 3, device=device), allow_tf32=1)
+    with pytest.raises(ValueError, match="^b is on device meta"):
+        kp.matmul(a, torch.empty(5, 3, device="meta"))
+
+
+# --- Ahead-of-time compile of the Hopper path for sm_90 (no GPU needed) ---
+
+#: Compiles every TMA config (float16, both operands row-major), one config with
+#: both operands transposed (bfloat16) and every pointer config (float16) for
+#: sm_90, with an empty Triton cache, and prints one JSON line per compile. It
+#: runs in a child process: under ``TRITON_INTERPRET=1`` the kernels are
+#: interpreter objects that cannot be compiled.
+_AOT_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from kernel_portfolio.arch import count_instructions
+    from kernel_portfolio.ops import matmul as mm
+
+    def compile_one(kernel, ints, config, dtype, **constexprs):
+        signature = {name: f"*{dtype}" for name in ("a_ptr", "b_ptr", "c_ptr")}
+        signature.update({name: "i32" for name in ints})
+        constexprs = {**config.kwargs, **constexprs}
+        signature.update({name: "constexpr" for name in constexprs})
+        compiled = triton.compile(
+            ASTSource(kernel, signature, constexprs),
+            target=GPUTarget("cuda", 90, 32),
+            options={"num_warps": config.num_warps, "num_stages": config.num_stages},
+        )
+        return {
+            "counts": count_instructions(compiled.asm["ptx"]),
+            "shared": compiled.metadata.shared,
+            "num_warps": compiled.metadata.num_warps,
+            "cubin": len(compiled.asm["cubin"]),
+        }
+
+    tma_ints = ["M", "N", "K", "stride_a", "stride_b", "stride_c", "M_BUCKET", "K_BUCKET"]
+    ptr_ints = ["M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                "stride_cm", "stride_cn", "M_BUCKET", "K_BUCKET"]
+    tma = dict(NUM_SMS=132, WIDEN_OPERANDS=False)
+    jobs = [("tma", i, c, "fp16", dict(tma, A_COL_MAJOR=False, B_COL_MAJOR=False))
+            for i, c in enumerate(mm.TMA_CONFIGS)]
+    jobs.append(("tma-transposed", 0, mm.TMA_CONFIGS[0], "bf16",
+                 dict(tma, A_COL_MAJOR=True, B_COL_MAJOR=True)))
+    jobs += [("pointer", i, c, "fp16", dict(INPUT_PRECISION="ieee", WIDEN_OPERANDS=False))
+             for i, c in enumerate(mm.POINTER_CONFIGS)]
+    for path, index, config, dtype, constexprs in jobs:
+        kernel = mm._matmul_kernel if path == "pointer" else mm._matmul_tma_kernel
+        ints = ptr_ints if path == "pointer" else tma_ints
+        result = compile_one(kernel, ints, config, dtype, **constexprs)
+        result.update(path=path, index=index, ws=bool(config.kwargs.get("WARP_SPECIALIZE")))
+        print(json.dumps(result), flush=True)
+    """
+)
+
+#: Shared memory a Hopper block may opt in to (227 KiB).
+HOPPER_MAX_SHARED = 232448
+
+
+def test_hopper_path_compiles_for_sm90(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")  # compile for real, not from cache
+    proc = subprocess.run(
+        [sys.executable, "-c", _AOT_SCRIPT], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(results) == len(mm.TMA_CONFIGS) + 1 + len(mm.POINTER_CONFIGS)
+    for r in results:
+        assert r["cubin"] > 0, r
+        assert r["counts"]["wgmma"] > 0, r
+        assert r["shared"] <= HOPPER_MAX_SHARED, r
+        if r["path"] == "pointer":
+            assert r["counts"]["cp.async.bulk.tensor"] == 0, r
+        else:
+            assert r["counts"]["cp.async.bulk.tensor"] > 0, r
+            # Warp specialisation adds a producer group: 4 + 2 x 4 warps.
+            assert r["num_warps"] == (12 if r["ws"] else mm.TMA_CONFIGS[r["index"]].num_warps), r

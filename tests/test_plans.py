@@ -1,0 +1,180 @@
+"""Row plans (``kernel_portfolio.plans``): pure Python rules, no kernels run."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import triton
+
+from kernel_portfolio import plans
+from kernel_portfolio.plans import RowPlan, choose
+
+# Widths around every power-of-two edge the rules care about (1, the
+# LOOP_CHUNK, the block limit for 2- and 4-byte elements, 2^20, past 2^20),
+# row counts around the split threshold (half the SM count) and the resident
+# program count, and the H200's SM count beside a small and an odd one.
+WIDTHS = [1, 2, 3, 781, 1024, 1025, 4096, 4097, 16384, 16385, 32768, 32769, 131072, 2**20 + 1]
+ROWS = [1, 2, 7, 65, 66, 67, 132, 133, 5000]
+SM_COUNTS = [1, 7, 132]
+ELEM_BYTES = [2, 4]
+GRID = list(itertools.product(ROWS, WIDTHS, ELEM_BYTES, SM_COUNTS))
+
+
+@pytest.mark.parametrize("kind", ["auto", *plans.PLAN_KINDS])
+def test_every_chosen_plan_is_valid(kind):
+    for n_rows, n_cols, elem_bytes, sms in GRID:
+        if kind == "block" and n_cols > plans.MAX_BLOCK_COLS:
+            continue  # refused, see test_forced_block_refuses_rows_it_cannot_hold
+        plan = choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms, plan=kind)
+        case = (n_rows, n_cols, elem_bytes, sms, plan)
+        if kind != "auto":
+            assert plan.kind == kind, case
+        assert plan.block & (plan.block - 1) == 0, case
+        if plan.kind == "block":
+            assert n_cols <= plan.block < 2 * max(n_cols, 1), case
+        else:
+            assert plan.block <= plans.LOOP_CHUNK, case
+        if plan.kind == "split":
+            chunks = triton.cdiv(n_cols, plan.block)
+            assert 1 <= plan.splits <= min(chunks, plans.MAX_SPLITS), case
+        else:
+            assert plan.splits == 1, case
+
+
+def test_auto_holds_rows_that_fit_and_splits_only_few_wide_rows():
+    for n_rows, n_cols, elem_bytes, sms in GRID:
+        plan = choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms)
+        fits = triton.next_power_of_2(n_cols) * elem_bytes <= plans.MAX_BLOCK_BYTES
+        if fits:
+            assert plan.kind == "block"
+        else:
+            assert plan.kind == ("split" if 2 * n_rows <= sms else "looped")
+
+
+def test_plan_of_a_given_width_does_not_depend_on_row_count():
+    """Block and looped plans (the kernels' constexprs) are the same for every batch size."""
+    for n_cols, elem_bytes, sms in itertools.product(WIDTHS, ELEM_BYTES, SM_COUNTS):
+        for kind in ("block", "looped"):
+            if kind == "block" and n_cols > plans.MAX_BLOCK_COLS:
+                continue
+            seen = {
+                choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms, plan=kind)
+                for n_rows in ROWS
+            }
+            assert len(seen) == 1, (n_cols, elem_bytes, sms, kind, seen)
+
+
+def test_split_uses_more_programs_when_rows_are_fewer():
+    splits = [
+        choose(n, 131072, elem_bytes=2, sm_count=132, plan="split").splits for n in (1, 8, 64)
+    ]
+    assert splits == sorted(splits, reverse=True) and splits[0] > splits[-1]
+
+
+def test_forced_row_plan_is_returned_as_given():
+    plan = RowPlan("looped", 64, 2)
+    assert choose(3, 1000, elem_bytes=4, sm_count=132, plan=plan) is plan
+
+
+def test_block_plan_narrower_than_the_row_is_refused():
+    with pytest.raises(ValueError, match="plan has block=64"):
+        choose(3, 65, elem_bytes=4, sm_count=132, plan=RowPlan("block", 64, 4))
+
+
+def test_forced_block_refuses_rows_it_cannot_hold():
+    with pytest.raises(ValueError, match="plan='block' cannot hold"):
+        choose(1, plans.MAX_BLOCK_COLS + 1, elem_bytes=2, sm_count=132, plan="block")
+
+
+@pytest.mark.parametrize("bad", ["fast", "", None, 3])
+def test_unknown_plan_names_are_refused(bad):
+    with pytest.raises(ValueError, match="plan must be"):
+        choose(3, 100, elem_bytes=4, sm_count=132, plan=bad)
+    with pytest.raises(ValueError, match="plan must be"):
+        plans.to_op_args(bad)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (("wide", 64, 4, 1), "plan kind"),
+        (("block", 48, 4, 1), "power of two"),
+        (("block", 0, 4, 1), "power of two"),
+        (("block", 2 * plans.MAX_BLOCK_COLS, 4, 1), "power of two"),
+        (("looped", 64, 3, 1), "num_warps"),
+        (("split", 64, 4, 0), "splits"),
+        (("split", 64, 4, plans.MAX_SPLITS + 1), "splits"),
+        (("looped", 64, 4, 2), "splits must be 1"),
+    ],
+)
+def test_row_plan_rejects_bad_fields(fields, message):
+    with pytest.raises(ValueError, match=message):
+        RowPlan(*fields)
+
+
+@pytest.mark.parametrize("plan", ["auto", "split", RowPlan("split", 128, 8, 5)])
+def test_op_args_round_trip(plan):
+    assert plans.from_op_args(*plans.to_op_args(plan)) == plan
+
+
+@pytest.mark.parametrize("n_cols", [1, 63, 64, 65, 640, 1000, 4097])
+@pytest.mark.parametrize("splits", [1, 2, 3, 4, 6, 7, 100])
+def test_split_segments_cover_every_chunk_with_no_idle_program(n_cols, splits):
+    plan = RowPlan("split", 64, 4, splits)
+    per_program, programs = plans.split_segments(n_cols, plan)
+    chunks = triton.cdiv(n_cols, 64)
+    assert programs <= splits
+    assert per_program * programs >= chunks  # every chunk has a program
+    assert per_program * (programs - 1) < chunks  # the last program has work
+
+
+def test_persistent_grid_is_bounded_by_rows_and_resident_programs():
+    plan = RowPlan("block", 1024, 4)
+    resident = 132 * plans.WARPS_PER_SM // 4
+    assert plans.persistent_programs(1, plan, 132) == 1
+    assert plans.persistent_programs(100, plan, 132) == 100
+    assert plans.persistent_programs(10**6, plan, 132) == resident
+    assert plans.persistent_programs(0, plan, 132) == 1
+
+
+@pytest.mark.parametrize(
+    ("elem_bytes", "n_cols", "strides", "vec"),
+    [
+        (2, 4096, (4096,), 8),  # 16 bytes of float16
+        (4, 4096, (4096,), 4),  # 16 bytes of float32
+        (2, 4104, (4104,), 8),  # 4104 = 8 * 513: Triton's own rule (multiples of 16) misses it
+        (2, 4100, (4100,), 4),
+        (2, 4097, (4097,), 1),
+        (2, 4096, (4096, 4098), 2),  # every row stride must divide
+        (2, 4096, (0,), 8),  # an expanded view (stride 0) is aligned
+        (4, 0, (0,), 4),
+    ],
+)
+def test_vec_width(elem_bytes, n_cols, strides, vec):
+    assert plans.vec_width(elem_bytes, n_cols, strides) == vec
+
+
+def test_sm_count_of_cpu_tensors_is_the_documented_constant():
+    assert plans.sm_count(torch.device("cpu")) == plans.CPU_SM_COUNT == 132
+
+
+def test_choose_for_reads_shape_and_dtype():
+    x = torch.empty(3, 5, 1000, dtype=torch.float16)
+    assert plans.choose_for(x) == choose(15, 1000, elem_bytes=2, sm_count=132)
+
+
+def test_as_rows_is_a_view_when_rows_collapse_and_one_copy_otherwise():
+    base = torch.randn(6, 4, 50)
+    gapped = base[:, :, :30]  # rows with gaps: stride (200, 50, 1)
+    rows = plans.as_rows(gapped)
+    assert rows.shape == (24, 30) and rows.data_ptr() == gapped.data_ptr()
+    transposed = torch.randn(50, 7).t()  # 2-D transposed: read through strides
+    assert plans.as_rows(transposed).stride() == (1, 7)
+    expanded = torch.randn(1, 50).expand(9, 50)
+    assert plans.as_rows(expanded).stride() == (0, 1)
+    tangled = base.transpose(0, 1)  # (4, 6, 50) with strides (50, 200, 1): no single row stride
+    copied = plans.as_rows(tangled)
+    assert copied.is_contiguous() and torch.equal(copied, tangled.reshape(24, 50))
+    assert plans.as_rows(torch.empty(5, 0)).shape == (5, 0)

@@ -1,0 +1,394 @@
+"""Results files: schema, atomic save, staleness, archive, several GPUs, DataFrame view.
+
+Every result here is built by the harness's own record code
+(``kernel_portfolio.bench.records.fixture_result``), not typed by hand, in a
+temporary repository holding copies of the measured source files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernel_portfolio import results
+from kernel_portfolio.bench.records import fixture_result
+from kernel_portfolio.results import (
+    FRAME_COLUMNS,
+    RATIO_COLUMNS,
+    ResultError,
+    commit_run,
+    compare_runs,
+    load,
+    load_all,
+    repo_root,
+    save,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+SOFTMAX = "src/kernel_portfolio/ops/softmax.py"
+MEASURED_FILES = ("plans", "contracts", "reference")
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch) -> Path:
+    """A scratch repository: pyproject.toml, results/, and copies of the measured sources."""
+    files = ["pyproject.toml", *(f"src/kernel_portfolio/{f}.py" for f in MEASURED_FILES)]
+    for rel in files:
+        dest = tmp_path / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / rel, dest)
+    for folder in ("src/kernel_portfolio/ops", "src/kernel_portfolio/bench"):
+        shutil.copytree(
+            REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    (tmp_path / "results").mkdir()
+    monkeypatch.setenv("KP_ROOT", str(tmp_path))
+    monkeypatch.delenv("KP_GIT_COMMIT", raising=False)
+    monkeypatch.delenv("KP_GIT_DIRTY", raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def saved(root) -> Path:
+    path = root / "results" / "fixture" / "smoke.json"
+    save(fixture_result(root), path)
+    return path
+
+
+# ------------------------------------------------------------------- schema
+def test_valid_fixture_loads_with_id(saved):
+    res = load(saved)
+    assert res.id == "fixture/smoke"
+    assert not res.archived
+    assert {c["id"] for c in res.data["cases"]} >= {"softmax/fwd/1024x4096/float16"}
+
+
+def _broken(saved: Path, edit) -> Path:
+    data = json.loads(saved.read_text())
+    edit(data)
+    bad = saved.with_name("bad.json")
+    bad.write_text(json.dumps(data))
+    return bad
+
+
+def _impl(data, case=0, impl="ours"):
+    return data["cases"][case]["impls"][impl]
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d.pop("env"), "env"),
+        (lambda d: d["env"].pop("sm_count"), "env.sm_count"),
+        (lambda d: d["env"].update(sm_count="132"), "env.sm_count"),
+        (lambda d: d.update(schema_version=2), "schema_version"),
+        (lambda d: d.update(started_utc="yesterday"), "started_utc"),
+        (lambda d: d["git"].update(dirty="no"), "git.dirty"),
+        (lambda d: d["sources"].update({SOFTMAX: "abc"}), f"sources.{SOFTMAX}"),
+        (lambda d: d["cases"][0].pop("impls"), "cases[0].impls"),
+        (lambda d: d["cases"][0].update(shape=[1024, "4096"]), "cases[0].shape[1]"),
+        (lambda d: d["cases"][0].update(id="softmax/fwd/1x1/float16"), "cases[0].id"),
+        (lambda d: d["cases"][0].update(mode="backward"), "cases[0].mode"),
+        (lambda d: _impl(d).update(median_ms=_impl(d)["median_ms"] * 2), "cases[0].impls.ours"),
+        (lambda d: _impl(d)["samples_ms"].__setitem__(3, -1.0), "cases[0].impls.ours.samples_ms"),
+        (lambda d: _impl(d).update(status="fine"), "cases[0].impls.ours.status"),
+        (lambda d: _impl(d, 0, "torch").update(status="skipped"), "cases[0].impls.torch.reason"),
+        (lambda d: d["cases"][0]["depends_on"].append("src/x.py"), "cases[0].depends_on["),
+        (
+            lambda d: d["cases"][1].update(
+                id=d["cases"][0]["id"],
+                **{k: d["cases"][0][k] for k in ("op", "mode", "shape", "dtype")},
+            ),
+            "cases[1].id",
+        ),
+        (lambda d: d["copy_bandwidth"].pop("gbps"), "copy_bandwidth.gbps"),
+    ],
+)
+def test_invalid_files_name_file_and_field(saved, edit, field):
+    bad = _broken(saved, edit)
+    with pytest.raises(ResultError) as err:
+        load(bad)
+    assert err.value.field.startswith(field)
+    assert str(bad) in str(err.value)
+
+
+def test_ratio_against_unmeasured_impl_is_rejected(saved):
+    def edit(d):
+        _impl(d, 0, "torch").update(
+            status="skipped",
+            reason="x",
+            samples_ms=[],
+            median_ms=None,
+            q10_ms=None,
+            q90_ms=None,
+            gbps=None,
+            pct_copy=None,
+        )
+
+    with pytest.raises(ResultError, match=r"ratios\[\d\]\.baseline"):
+        load(_broken(saved, edit))
+
+
+def test_nan_sample_is_rejected(saved):
+    text = saved.read_text()
+    data = json.loads(text)
+    first = repr(_impl(data)["samples_ms"][0])
+    bad = saved.with_name("nan.json")
+    bad.write_text(text.replace(first, "NaN", 1))
+    with pytest.raises(ResultError, match=r"samples_ms\[0\].*finite"):
+        load(bad)
+
+
+def test_truncated_file_is_rejected(saved):
+    bad = saved.with_name("cut.json")
+    bad.write_text(saved.read_text()[:500])
+    with pytest.raises(ResultError, match="not valid JSON"):
+        load(bad)
+    with pytest.raises(ResultError, match="cannot be read"):
+        load(saved.with_name("absent.json"))
+
+
+def test_save_validates_before_writing(root):
+    data = fixture_result(root)
+    data["cases"][0]["impls"]["ours"]["samples_ms"][0] = math.nan
+    path = root / "results" / "fixture" / "smoke.json"
+    with pytest.raises(ResultError, match="samples_ms"):
+        save(data, path)
+    assert not path.exists()
+
+
+# ------------------------------------------------------------ atomic write
+def _leftovers(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_interrupted_dump_leaves_old_file(saved, monkeypatch):
+    before = saved.read_bytes()
+    new = fixture_result(saved.parents[2], seed=1)
+
+    def half_dump(obj, fh, **kwargs):
+        fh.write(json.dumps(obj)[:100])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(json, "dump", half_dump)
+    with pytest.raises(KeyboardInterrupt):
+        save(new, saved)
+    assert saved.read_bytes() == before
+    assert not _leftovers(saved.parent)
+
+
+def test_failed_replace_leaves_old_file(saved, monkeypatch):
+    before = saved.read_bytes()
+
+    def no_replace(src, dst):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "replace", no_replace)
+    with pytest.raises(OSError, match="disk gone"):
+        save(fixture_result(saved.parents[2], seed=1), saved)
+    assert saved.read_bytes() == before
+    assert not _leftovers(saved.parent)
+
+
+# --------------------------------------------------------------- staleness
+def test_staleness_names_the_edited_kernel(root, saved):
+    res = load(saved)
+    assert res.staleness(root) == results.Staleness(True, [])
+    kernel = root / SOFTMAX
+    kernel.write_text(kernel.read_text() + "\n# edited\n")
+    stale = res.staleness(root)
+    assert not stale.current
+    assert stale.changed == [SOFTMAX]
+    softmax_case = next(c["id"] for c in res.data["cases"] if c["op"] == "softmax")
+    gemm_case = next(c["id"] for c in res.data["cases"] if c["op"] == "matmul")
+    assert res.case_staleness(softmax_case, root).changed == [SOFTMAX]
+    assert res.case_staleness(gemm_case, root).current
+
+
+def test_staleness_ignores_line_endings_and_sees_deleted_files(root, saved):
+    res = load(saved)
+    plans = root / "src/kernel_portfolio/plans.py"
+    plans.write_bytes(plans.read_bytes().replace(b"\n", b"\r\n"))
+    assert res.staleness(root).current
+    (root / "src/kernel_portfolio/ops/matmul.py").unlink()
+    assert res.staleness(root).changed == ["src/kernel_portfolio/ops/matmul.py"]
+
+
+def test_every_case_depends_on_its_op_file_and_the_harness(root, saved):
+    res = load(saved)
+    for case in res.data["cases"]:
+        deps = case["depends_on"]
+        assert any(d.startswith("src/kernel_portfolio/ops/") for d in deps), case["id"]
+        assert "src/kernel_portfolio/bench/timing.py" in deps
+        assert set(deps) <= set(res.data["sources"])
+
+
+# ----------------------------------------------------- repo root and listing
+def test_repo_root_env_and_walk_up(root, monkeypatch, tmp_path):
+    assert repo_root() == root.resolve()
+    monkeypatch.delenv("KP_ROOT")
+    deep = root / "src" / "kernel_portfolio"
+    monkeypatch.chdir(deep)
+    assert repo_root() == root.resolve()
+    monkeypatch.setenv("KP_ROOT", str(tmp_path / "nowhere"))
+    with pytest.raises(ResultError, match="KP_ROOT"):
+        repo_root()
+
+
+def test_load_all_skips_archived_sources_and_other_kinds(root, saved):
+    stray = root / "results" / "archive" / "fixture" / "smoke-x.sources" / "junk.json"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("{}")
+    other = root / "results" / "triton-releases" / "matrix.json"
+    other.parent.mkdir()
+    other.write_text(json.dumps({"schema_version": 1, "kind": "triton_release_matrix"}))
+    assert [r.id for r in load_all(root)] == ["fixture/smoke"]
+    (root / "results" / "fixture" / "cut.json").write_text('{"kind": "benchmark", ')
+    with pytest.raises(ResultError, match="cut.json"):
+        load_all(root)
+
+
+# ------------------------------------------------- two GPUs and the archive
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root), *args],
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_gpus_side_by_side_and_archive_on_source_change(root):
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "v1")
+    res_dir = root / "results"
+    first_a = fixture_result(root, gpu_slug="gpu-a", seed=1)
+    first_a["finished_utc"] = "2026-11-30T17:00:00Z"
+    commit_run(first_a, res_dir / "gpu-a", "smoke", "log of a, run 1\n", root)
+    commit_run(
+        fixture_result(root, gpu_slug="gpu-b", seed=2),
+        res_dir / "gpu-b",
+        "smoke",
+        "log of b\n",
+        root,
+    )
+    b_before = (res_dir / "gpu-b" / "smoke.json").read_bytes()
+
+    # Same sources: replaced in place, nothing archived.
+    done = commit_run(
+        fixture_result(root, gpu_slug="gpu-a", seed=3),
+        res_dir / "gpu-a",
+        "smoke",
+        "log of a, run 2\n",
+        root,
+    )
+    assert done.previous is not None and done.archived is None
+    assert not (res_dir / "archive").exists()
+
+    # A kernel changes (and is committed): the previous result is archived with its sources.
+    kernel = root / SOFTMAX
+    old_kernel = kernel.read_bytes()
+    kernel.write_text(kernel.read_text() + "\n# faster\n")
+    _git(root, "commit", "-qam", "v2")
+    before = load(res_dir / "gpu-a" / "smoke.json")
+    before.data["finished_utc"] = "2026-11-30T18:00:00Z"
+    save(before.data, before.path)
+    done = commit_run(
+        fixture_result(root, gpu_slug="gpu-a", seed=4),
+        res_dir / "gpu-a",
+        "smoke",
+        "log of a, run 3\n",
+        root,
+    )
+    archived = res_dir / "archive" / "gpu-a" / "smoke-20261130T180000Z.json"
+    assert done.archived == archived and not done.missing_sources
+    old = load(archived)
+    assert old.id == "archive/gpu-a/smoke-20261130T180000Z" and old.archived
+    assert (archived.parent / old.data["log"]).read_text() == "log of a, run 2\n"
+    assert (old.sources_dir / SOFTMAX).read_bytes() == old_kernel
+    assert old.staleness(root).current  # kept with the source it measured
+    assert load(res_dir / "gpu-a" / "smoke.json").staleness(root).current
+    assert (res_dir / "gpu-a" / "smoke.log").read_text() == "log of a, run 3\n"
+    assert (res_dir / "gpu-b" / "smoke.json").read_bytes() == b_before
+    assert sorted(r.id for r in load_all(root)) == [
+        "archive/gpu-a/smoke-20261130T180000Z",
+        "gpu-a/smoke",
+        "gpu-b/smoke",
+    ]
+
+
+def test_archive_without_recoverable_sources_reads_stale(root):
+    out = root / "results" / "gpu-a"
+    commit_run(fixture_result(root, gpu_slug="gpu-a"), out, "smoke", "run 1\n", root)
+    kernel = root / SOFTMAX
+    kernel.write_text(kernel.read_text() + "\n# uncommitted edit, no git\n")
+    done = commit_run(fixture_result(root, gpu_slug="gpu-a"), out, "smoke", "run 2\n", root)
+    assert done.missing_sources == [SOFTMAX]
+    assert any("reads as stale" in note for note in done.notes)
+    assert load(done.archived).staleness(root).changed == [SOFTMAX]
+
+
+def test_import_run_commits_a_fetched_result(root, tmp_path_factory):
+    fetched = tmp_path_factory.mktemp("device") / "h200"
+    data = fixture_result(root, gpu_slug="h200")
+    data["log"] = "default.log"
+    save(data, fetched / "default.json")
+    (fetched / "default.log").write_text("raw log\n")
+    done = results.import_run(fetched / "default.json", root)
+    assert done.path == root / "results" / "h200" / "default.json"
+    assert (root / "results" / "h200" / "default.log").read_text() == "raw log\n"
+    assert load(done.path).id == "h200/default"
+    with pytest.raises(ResultError, match="already in its results folder"):
+        results.import_run(done.path, root)
+
+
+def test_git_state_without_git_uses_environment(root, monkeypatch):
+    assert results.git_state(root) == {"commit": None, "dirty": None}
+    monkeypatch.setenv("KP_GIT_COMMIT", "abc123")
+    monkeypatch.setenv("KP_GIT_DIRTY", "0")
+    assert results.git_state(root) == {"commit": "abc123", "dirty": False}
+
+
+# ---------------------------------------------------------- comparing runs
+def test_compare_runs_reports_moves_beyond_the_spread(root):
+    base = fixture_result(root, seed=5)
+    assert compare_runs(base, fixture_result(root, seed=5)) == []
+    assert compare_runs(base, fixture_result(root, seed=6)) == []  # noise only
+    lines = compare_runs(base, fixture_result(root, seed=6, scale=1.5))
+    assert len(lines) == sum(len(c["impls"]) for c in base["cases"])
+    moves = [float(line.rsplit("(", 1)[1].rstrip("%)")) for line in lines]
+    assert all(40 < m < 60 for m in moves), lines
+    skipped = fixture_result(root, seed=5, skip={"liger": "not installed"})
+    assert [line for line in compare_runs(base, skipped) if "liger" in line] == [
+        f"{c['id']} liger: ok -> skipped" for c in base["cases"] if "liger" in c["impls"]
+    ]
+    fewer = dict(base, cases=base["cases"][1:])
+    assert compare_runs(base, fewer) == [f"{base['cases'][0]['id']}: dropped"]
+    assert compare_runs(fewer, base) == [f"{base['cases'][0]['id']}: new case"]
+
+
+# --------------------------------------------------------------- DataFrame
+def test_frame_is_tidy(saved):
+    res = load(saved)
+    frame = res.frame()
+    assert tuple(frame.columns) == FRAME_COLUMNS
+    assert len(frame) == sum(len(c["impls"]) for c in res.data["cases"])
+    row = frame[(frame.case == "softmax/fwd/1024x4096/float16") & (frame.impl == "ours")].iloc[0]
+    rec = res.case("softmax/fwd/1024x4096/float16")["impls"]["ours"]
+    assert row.median_us == pytest.approx(rec["median_ms"] * 1000)
+    assert (
+        row["shape"] == "1024x4096" and row["result"] == "fixture/smoke" and row["status"] == "ok"
+    )
+    gemm = frame[(frame.op == "matmul") & (frame.impl == "ours")].iloc[0]
+    assert gemm.tflops > 0 and gemm.pct_cublas == pytest.approx(100 / 1.05, rel=0.05)
+    ratios = res.ratio_frame()
+    assert tuple(ratios.columns) == RATIO_COLUMNS
+    assert set(ratios.baseline) == {"torch", "compile", "liger", "cublas"}
+    with pytest.raises(KeyError, match="no case"):
+        res.case("softmax/fwd/1x1/float16")

@@ -1,0 +1,449 @@
+"""RMSNorm and residual + RMSNorm against float64 references, on every plan.
+
+Runs on the CPU under Triton's interpreter (or on CUDA when present). Every
+``torch.empty`` is NaN-filled while a test runs (``_poisoned_allocations``), so
+an output element, ``rstd`` entry or partial sum a kernel fails to write shows
+up as NaN. Gradients are compared, leaf by leaf, with float64 autograd of the
+same computation.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from kp_testing import REL_TOL, assert_matches
+
+import kernel_portfolio as kp
+from kernel_portfolio import reference
+from kernel_portfolio.contracts import interpreter_enabled
+from kernel_portfolio.ops import rms_norm as rms_mod
+from kernel_portfolio.plans import RowPlan
+
+pytestmark = pytest.mark.interpreter
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+OPS = ("rms_norm", "residual")
+
+# The shape grid. The interpreter costs a few milliseconds per program, so
+# each plan gets the fewest rows that drive its paths, and the dtype matrix
+# runs the three kernel paths with small chunks rather than every plan name:
+# * block: 37 x 781, odd in both dims; one 1024-wide block holds a row.
+# * RowPlans with 64-column chunks on 3 x 781: 13 chunks per row, the last
+#   one partial; split over 3 programs is 5 + 5 + 3 chunks.
+# Plans by name, and a split asking for more programs than chunks (16 for 13:
+# one per chunk, 13 launched), run once per op in float16 without a weight:
+# * auto: 37 x 781 (block); looped / split: 3 x 4099, just past the 4096
+#   chunk, so two chunks per row, the last 3 wide, and two programs per row.
+MATRIX_PLANS = [
+    ("block", (37, 781)),
+    (RowPlan("looped", 64, 4), (3, 781)),
+    (RowPlan("split", 64, 4, 3), (3, 781)),
+]
+PLAN_CASES = [
+    ("auto", (37, 781)),
+    *MATRIX_PLANS,
+    ("looped", (3, 4099)),
+    ("split", (3, 4099)),
+    (RowPlan("split", 64, 4, 16), (3, 781)),
+]
+
+
+def _case_id(value):
+    """Test ids: a plan name, ``split64x3`` for a RowPlan, ``3x781`` for a shape."""
+    if isinstance(value, RowPlan):
+        return f"{value.kind}{value.block}x{value.splits}"
+    return "x".join(map(str, value)) if isinstance(value, tuple) else value
+
+
+@pytest.fixture(autouse=True)
+def _poisoned_allocations():
+    """NaN-fill every ``torch.empty`` (outputs, ``rstd``, partial sums) during a test."""
+    was_on = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    was_filling = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    yield
+    torch.utils.deterministic.fill_uninitialized_memory = was_filling
+    torch.use_deterministic_algorithms(was_on, warn_only=warn_only)
+
+
+# ---------------------------------------------------------------------------
+# Checkers (each one is shown to reject a broken variant below)
+# ---------------------------------------------------------------------------
+
+
+def assert_h_exact(h: torch.Tensor, h_ref: torch.Tensor, dtype: torch.dtype) -> None:
+    """``h`` must be ``x + residual`` rounded once to ``dtype``: bit-exact.
+
+    Exception: Triton 3.6's interpreter rounds float32 -> bfloat16 toward zero
+    (the GPU rounds to nearest even), so there bfloat16 may be one unit off.
+    """
+    h64 = h.detach().cpu().double()
+    if h64.shape != h_ref.shape:
+        raise AssertionError(f"h: shape {tuple(h64.shape)} != reference {tuple(h_ref.shape)}")
+    if dtype == torch.bfloat16 and interpreter_enabled():
+        ok = bool(((h64 - h_ref).abs() <= h_ref.abs() * 2.0**-7).all())
+    else:
+        ok = torch.equal(h64, h_ref)
+    if not ok:
+        bad = int((h64 != h_ref).sum())
+        raise AssertionError(f"h: {bad} of {h_ref.numel()} elements differ from x + residual")
+
+
+def reference_grads(leaves, views, eps, dy, dh):
+    """Float64 autograd of the operator; returns the gradient of each leaf.
+
+    ``h`` is rounded to the input dtype in the forward pass, as the kernel
+    stores it, with gradient 1 through the rounding (a straight-through step),
+    so the gradients are taken at the rounded ``h`` the kernel normalises.
+    """
+    dtype = leaves["x"].dtype
+    leaves64 = {k: v.detach().cpu().double().requires_grad_() for k, v in leaves.items()}
+    x = views.get("x", _same)(leaves64["x"])
+    weight = views.get("weight", _same)(leaves64["weight"]) if "weight" in leaves64 else None
+    h = x
+    if "residual" in leaves64:
+        s = x + views.get("residual", _same)(leaves64["residual"])
+        h = s + (s.detach().to(dtype).double() - s.detach())
+    y = F.rms_norm(h, (h.shape[-1],), weight, eps)
+    outputs, grads = [y], [dy.cpu().double()]
+    if dh is not None:
+        outputs.append(h)
+        grads.append(dh.cpu().double())
+    torch.autograd.backward(outputs, grads)
+    return {k: v.grad for k, v in leaves64.items()}
+
+
+def assert_grads(got: dict, ref: dict, dtype: torch.dtype) -> None:
+    """Each gradient within ``REL_TOL[dtype]`` of the float64 one (NaN fails)."""
+    for name, grad in ref.items():
+        if got.get(name) is None:
+            raise AssertionError(f"grad {name}: missing")
+        assert_matches(got[name], grad, dtype, f"grad {name}")
+
+
+def _same(t):
+    return t
+
+
+def check_op(op, x, residual=None, weight=None, *, plan="auto", eps=1e-6, views=None):
+    """Run ``op`` on (views of) fresh leaves; check ``y``, ``h`` and every gradient.
+
+    Args:
+        op: ``"rms_norm"`` or ``"residual"``.
+        x, residual, weight: Leaf tensors of one dtype (``residual``/``weight``
+            may be None).
+        plan: Passed through.
+        eps: Passed through.
+        views: Optional map from a leaf's name to the view the operator sees
+            (transposed, sliced, expanded); applied to the float64 copies too.
+    """
+    views = views or {}
+    dtype = x.dtype
+    leaves = {"x": x, "residual": residual, "weight": weight}
+    leaves = {k: v.detach().requires_grad_() for k, v in leaves.items() if v is not None}
+    xv = views.get("x", _same)(leaves["x"])
+    wv = views.get("weight", _same)(leaves["weight"]) if "weight" in leaves else None
+    if op == "rms_norm":
+        y, h = kp.rms_norm(xv, wv, eps=eps, plan=plan), None
+        y_ref = reference.rms_norm(xv, wv, eps)
+    else:
+        rv = views.get("residual", _same)(leaves["residual"])
+        y, h = kp.residual_rms_norm(xv, rv, wv, eps=eps, plan=plan)
+        y_ref, h_ref = reference.residual_rms_norm(xv, rv, wv, eps)
+        assert h.shape == xv.shape
+        assert_h_exact(h, h_ref, dtype)
+    assert y.dtype == dtype and y.shape == xv.shape
+    assert_matches(y, y_ref, dtype, "y")
+
+    dy = torch.randn_like(y)
+    dh = torch.randn_like(h) if h is not None else None
+    torch.autograd.backward([y] if h is None else [y, h], [dy] if h is None else [dy, dh])
+    ref = reference_grads(leaves, views, eps, dy, dh)
+    assert_grads({k: v.grad for k, v in leaves.items()}, ref, dtype)
+
+
+def _make(op, shape, dtype, device, with_weight=True):
+    x = torch.randn(shape, dtype=dtype, device=device)
+    residual = torch.randn(shape, dtype=dtype, device=device) if op == "residual" else None
+    weight = torch.randn(shape[-1], dtype=dtype, device=device) if with_weight else None
+    return x, residual, weight
+
+
+# ---------------------------------------------------------------------------
+# Correctness
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(("plan", "shape"), MATRIX_PLANS, ids=_case_id)
+def test_every_path_and_dtype(plan, shape, dtype, op, device):
+    check_op(op, *_make(op, shape, dtype, device), plan=plan)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("plan", "shape"), PLAN_CASES, ids=_case_id)
+def test_every_plan_without_weight(plan, shape, op, device):
+    check_op(op, *_make(op, shape, torch.float16, device, with_weight=False), plan=plan)
+
+
+# Width 1, widths just past a power of two, empty rows / width / batch,
+# leading batch dims and a 1-D input.
+AWKWARD_SHAPES = [(5, 1), (1, 1), (3, 65), (4, 257), (0, 8), (4, 0), (2, 0, 5), (2, 3, 17), (33,)]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("shape", AWKWARD_SHAPES, ids=str)
+def test_awkward_shapes(shape, op, device):
+    # At width 1, dx = rstd * g * eps / (h^2 + eps): with eps = 1e-6 that is a
+    # cancellation float32 cannot resolve (in torch too), so use a large eps.
+    eps = 0.5 if shape[-1] == 1 else 1e-6
+    check_op(op, *_make(op, shape, torch.float32, device), eps=eps)
+
+
+@pytest.mark.parametrize("eps", [1e-12, 0.5])
+def test_eps_is_used(eps, device):
+    check_op("residual", *_make("residual", (4, 33), torch.float32, device), eps=eps)
+
+
+# One float32 row in 65536-column chunks: the interpreter pays per chunk and
+# per bfloat16 conversion, and the chunk width only changes a constexpr (the
+# GPU file runs these widths in every dtype with plan="auto").
+@pytest.mark.parametrize(
+    "plan", [RowPlan("split", 1 << 16, 4, 8), RowPlan("looped", 1 << 16, 4)], ids=_case_id
+)
+def test_rows_wider_than_2_20(plan, device):
+    check_op("residual", *_make("residual", (1, 2**20 + 1), torch.float32, device), plan=plan)
+
+
+# Layouts the operator must read in place (or, for "batch_transposed", copy
+# once): each maps the leaf to the view the operator sees. "expanded_cols"
+# makes every row constant, where dx is as ill-conditioned as at width 1
+# (see test_awkward_shapes), so it runs with a large eps.
+LAYOUTS = {
+    "transposed": ((65, 9), lambda t: t.t()),
+    "row_gaps": ((9, 80), lambda t: t[:, :65]),
+    "every_other_row": ((18, 65), lambda t: t[::2]),
+    "expanded_rows": ((1, 65), lambda t: t.expand(9, 65)),
+    "expanded_cols": ((9, 1), lambda t: t.expand(9, 65)),
+    "batch_transposed": ((3, 3, 65), lambda t: t.transpose(0, 1)),
+}
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_strided_inputs(layout, op, device):
+    leaf_shape, view = LAYOUTS[layout]
+    x, residual, _ = _make(op, leaf_shape, torch.float16, device)
+    n_cols = view(x).shape[-1]
+    weight = torch.randn(2 * n_cols, dtype=torch.float16, device=device)  # strided 1-D weight
+    views = {"x": view, "residual": view, "weight": lambda t: t[::2]}
+    eps = 0.5 if layout == "expanded_cols" else 1e-6
+    check_op(op, x, residual, weight, views=views, eps=eps)
+
+
+def test_mixed_layouts(device):
+    # x transposed, residual with row gaps: each input keeps its own strides.
+    x = torch.randn(65, 9, device=device, dtype=torch.bfloat16)
+    residual = torch.randn(9, 80, device=device, dtype=torch.bfloat16)
+    weight = torch.randn(65, device=device, dtype=torch.bfloat16)
+    views = {"x": lambda t: t.t(), "residual": lambda t: t[:, :65]}
+    check_op("residual", x, residual, weight, views=views)
+
+
+def test_residual_may_alias_x(device):
+    # x + x: both arguments receive the gradient, so x's is twice one of them.
+    x = torch.randn(6, 33, device=device, requires_grad=True)
+    weight = torch.randn(33, device=device)
+    y, h = kp.residual_rms_norm(x, x, weight)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    x64 = x.detach().cpu().double().requires_grad_()
+    F.rms_norm(x64 + x64, (33,), weight.cpu().double(), 1e-6).backward(dy.cpu().double())
+    assert_matches(x.grad, x64.grad, torch.float32, "grad x")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_equals_torch_rms_norm(dtype, device):
+    x = torch.randn(19, 300, dtype=dtype, device=device)
+    weight = torch.randn(300, dtype=dtype, device=device)
+    expected = F.rms_norm(x, (300,), weight, 1e-6)
+    assert_matches(kp.rms_norm(x, weight), expected, dtype)
+
+
+@pytest.mark.parametrize(("plan", "shape"), PLAN_CASES, ids=_case_id)
+def test_rstd_saved_for_backward(plan, shape, device):
+    x = torch.randn(shape, device=device)
+    residual = torch.randn(shape, device=device)
+    _, h, rstd = torch.ops.kp.residual_rms_norm(x, residual, None, 1e-6, *rms_mod._plan_args(plan))
+    h64 = h.cpu().double()
+    expected = torch.rsqrt(h64.pow(2).mean(-1) + 1e-6)
+    assert rstd.dtype == torch.float32
+    assert_matches(rstd, expected, torch.float32, "rstd")
+
+
+@pytest.mark.parametrize(
+    "plan", ["block", RowPlan("looped", 64, 4), RowPlan("split", 64, 4, 2)], ids=_case_id
+)
+def test_weight_grad_is_deterministic(plan, device, monkeypatch):
+    # One SM: at most two backward programs, so each sums many rows into its
+    # partial weight gradient (40 rows of 100 columns: two 64-column chunks).
+    monkeypatch.setattr(rms_mod, "sm_count", lambda device: 1)
+    x = torch.randn(40, 100, device=device, dtype=torch.bfloat16, requires_grad=True)
+    weight = torch.randn(100, device=device, dtype=torch.bfloat16, requires_grad=True)
+    y = kp.rms_norm(x, weight, plan=plan)
+    dy = torch.randn_like(y)
+    grads = [torch.autograd.grad(y, (x, weight), dy, retain_graph=True) for _ in range(2)]
+    assert torch.equal(grads[0][0], grads[1][0])
+    assert torch.equal(grads[0][1], grads[1][1])
+    ref = reference_grads({"x": x, "weight": weight}, {}, 1e-6, dy, None)
+    assert_grads({"x": grads[0][0], "weight": grads[0][1]}, ref, torch.bfloat16)
+
+
+def test_no_weight_grad_without_weight(device):
+    x = torch.randn(4, 16, device=device, requires_grad=True)
+    dx, dw = torch.ops.kp.rms_norm_backward(
+        torch.randn_like(x), x.detach(), None, torch.ones(4, device=device), None, "auto", 0, 0, 0
+    )
+    assert dw.shape == (0,) and dx.shape == x.shape
+
+
+# ---------------------------------------------------------------------------
+# The checkers reject broken variants
+# ---------------------------------------------------------------------------
+
+
+def test_allocations_are_poisoned():
+    assert torch.empty(8).isnan().all()
+    assert torch.empty(8, dtype=torch.bfloat16).isnan().all()
+
+
+def test_poison_reveals_an_unwritten_row(device):
+    # A launch that misses the last row leaves it NaN, and the checker says so.
+    x = torch.randn(5, 40, device=device)
+    y = torch.empty_like(x)
+    rstd = torch.empty(5, device=device)
+    plan = rms_mod._resolve_plan(x, *rms_mod._plan_args("auto"))
+    rms_mod._forward(x[:-1], None, None, 1e-6, plan, y[:-1], None, rstd[:-1])
+    assert_matches(y[:-1], reference.rms_norm(x[:-1]), torch.float32)
+    with pytest.raises(AssertionError, match="relative error"):
+        assert_matches(y, reference.rms_norm(x), torch.float32)
+
+
+def test_grad_check_rejects_backward_without_mean_term(device):
+    # dx = rstd * w * dy drops the term -h * rstd^3 * mean(w * dy * h).
+    x = torch.randn(9, 64, device=device)
+    weight = torch.randn(64, device=device)
+    dy = torch.randn(9, 64, device=device)
+    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    broken = {"x": rstd * weight * dy, "weight": (dy * x * rstd).sum(0)}
+    ref = reference_grads({"x": x, "weight": weight}, {}, 1e-6, dy, None)
+    assert_grads({"weight": broken["weight"]}, {"weight": ref["weight"]}, torch.float32)
+    with pytest.raises(AssertionError, match="grad x"):
+        assert_grads(broken, ref, torch.float32)
+
+
+def test_grad_check_rejects_residual_grad_without_dh(device):
+    # Forgetting the upstream gradient of h: the grads of y alone.
+    x, residual, weight = _make("residual", (7, 48), torch.float32, device)
+    leaves = {"x": x.requires_grad_(), "residual": residual.requires_grad_(), "weight": weight}
+    y, h = kp.residual_rms_norm(x, residual, weight)
+    dy, dh = torch.randn_like(y), torch.randn_like(h)
+    y.backward(dy)
+    ref = reference_grads(leaves, {}, 1e-6, dy, dh)
+    with pytest.raises(AssertionError, match="grad x"):
+        assert_grads({"x": x.grad, "residual": residual.grad}, ref, torch.float32)
+
+
+def test_h_check_rejects_one_unit_off(device):
+    x = torch.randn(4, 32, dtype=torch.float16, device=device)
+    residual = torch.randn(4, 32, dtype=torch.float16, device=device)
+    _, h_ref = reference.residual_rms_norm(x, residual, None)
+    h = (x + residual).clone()
+    assert_h_exact(h, h_ref, torch.float16)
+    h[2, 5] = torch.nextafter(h[2, 5], torch.tensor(float("inf"), dtype=h.dtype, device=device))
+    with pytest.raises(AssertionError, match="1 of 128"):
+        assert_h_exact(h, h_ref, torch.float16)
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------
+
+
+def _call(op, x, weight, **kwargs):
+    if op == "rms_norm":
+        return kp.rms_norm(x, weight, **kwargs)
+    return kp.residual_rms_norm(x, x, weight, **kwargs)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(
+    ("eps", "error"),
+    [(0.0, ValueError), (-1e-6, ValueError), (float("nan"), ValueError)]
+    + [(float("inf"), ValueError), ("1e-6", TypeError), (True, TypeError), (None, TypeError)],
+    ids=str,
+)
+def test_eps_is_validated(op, eps, error, device):
+    x = torch.randn(3, 8, device=device)
+    with pytest.raises(error, match="eps"):
+        _call(op, x, None, eps=eps)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_bad_weight(op, device):
+    x = torch.randn(3, 8, device=device)
+    with pytest.raises(TypeError, match="weight"):
+        _call(op, x, torch.randn(8, device=device, dtype=torch.float16))
+    with pytest.raises(ValueError, match="weight must be 1-D of length"):
+        _call(op, x, torch.randn(1, 8, device=device))
+    with pytest.raises(ValueError, match="weight must be 1-D of length"):
+        _call(op, x, torch.randn(9, device=device))
+    with pytest.raises(ValueError, match="weight"):
+        _call(op, x, torch.randn(8, device="meta"))
+    with pytest.raises(TypeError, match="weight"):
+        _call(op, x, [1.0] * 8)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_bad_x(op, device):
+    with pytest.raises(TypeError, match="x has dtype"):
+        _call(op, torch.randn(3, 8, device=device, dtype=torch.float64), None)
+    with pytest.raises(TypeError, match="x has dtype"):
+        _call(op, torch.ones(3, 8, device=device, dtype=torch.int32), None)
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        _call(op, [[1.0, 2.0]], None)
+    with pytest.raises(ValueError, match="x must have at least one dimension"):
+        _call(op, torch.tensor(2.0, device=device), None)
+
+
+def test_bad_residual(device):
+    x = torch.randn(3, 8, device=device)
+    with pytest.raises(ValueError, match="residual has shape"):
+        kp.residual_rms_norm(x, torch.randn(3, 9, device=device), None)
+    with pytest.raises(ValueError, match="residual has shape"):
+        kp.residual_rms_norm(x, torch.randn(8, device=device), None)  # no broadcasting
+    with pytest.raises(TypeError, match="residual"):
+        kp.residual_rms_norm(x, torch.randn(3, 8, device=device, dtype=torch.bfloat16), None)
+    with pytest.raises(ValueError, match="residual"):
+        kp.residual_rms_norm(x, torch.randn(3, 8, device="meta"), None)
+    with pytest.raises(TypeError, match="residual"):
+        kp.residual_rms_norm(x, 1.0, None)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_bad_plan(op, device):
+    x = torch.randn(3, 781, device=device)
+    with pytest.raises(ValueError, match="plan"):
+        _call(op, x, None, plan="fast")
+    with pytest.raises(TypeError, match="plan"):
+        _call(op, x, None, plan=4)
+    with pytest.raises(ValueError, match="whole row"):
+        _call(op, x, None, plan=RowPlan("block", 512, 4))
+
+
+def test_tolerances_cover_every_dtype():
+    assert set(REL_TOL) >= set(DTYPES)

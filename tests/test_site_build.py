@@ -1,0 +1,226 @@
+"""The built site: within its time budget, offline, every internal link resolving.
+
+The full build executes every notebook of the working tree, plus a fixture
+result and two pages that quote it (see ``site_workspace``); the real
+``results/`` may not hold a benchmark result yet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import site_workspace as sw
+import yaml
+
+from kernel_portfolio.evidence import gate, htmltree
+
+#: Seconds the full build (notebooks executed) may take on a 2-core machine.
+BUILD_BUDGET_S = 60
+#: Bytes one page's HTML may weigh.
+PAGE_BUDGET = 1_500_000
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    result = sw.fixture_site(tmp_path_factory)
+    assert result.returncode == 0, result.output[-4000:]
+    return result
+
+
+def _pages(site: Path) -> list[Path]:
+    return sorted(site.rglob("*.html"))
+
+
+def test_build_within_budget(built):
+    print(f"full site build: {built.seconds:.1f} s")
+    assert built.seconds <= BUILD_BUDGET_S
+    assert "evidence gate:" in built.output
+
+
+def test_nav_by_reader_intent(built):
+    root = htmltree.parse((built.site / "index.html").read_text(encoding="utf-8"))
+    tabs = next(n for n in root.iter("nav") if "md-tabs" in n.classes)
+    titles = [re.sub(r"\s+", " ", a.text()).strip() for a in tabs.iter("a")]
+    assert titles == ["Home", "Course", "Case studies", "Kernels", "Benchmarks", "Methodology",
+                      "Evidence", "Contributing", "Fixtures"]  # fmt: skip
+
+
+def test_one_api_page_per_operator(built):
+    for op, functions in [("add", ["add"]), ("row_sum", ["row_sum"]), ("softmax", ["softmax"]),
+                          ("rms_norm", ["rms_norm", "residual_rms_norm"]),
+                          ("matmul", ["matmul"])]:  # fmt: skip
+        page = (built.site / "kernels" / op / "index.html").read_text(encoding="utf-8")
+        for name in functions:
+            assert f'id="kernel_portfolio.ops.{op}.{name}"' in page, (op, name)
+
+
+def test_notebooks_executed_with_claims_and_charts(built):
+    page = (built.site / "fixture-notebook" / "index.html").read_text(encoding="utf-8")
+    assert page.count('class="kp-claim"') == 2
+    assert 'href="../evidence/fixture/smoke/#softmax-fwd-1024x4096-float16"' in page
+    assert (
+        '<div class="kp-chart" data-name="fixture-softmax"><script type="application/json">' in page
+    )
+    assert "kp-evidence:" not in page  # every placeholder href was rewritten
+
+
+def test_evidence_page_links_raw_json_and_log(built):
+    page = (built.site / "evidence/fixture/smoke/index.html").read_text(encoding="utf-8")
+    for case in ("softmax-fwd-1024x4096-float16", "rms-norm-fwdbwd-32x127-bfloat16",
+                 "matmul-fwd-512x512x512-float16"):  # fmt: skip
+        assert f'id="{case}"' in page
+    assert 'href="smoke.json"' in page and 'href="smoke.log"' in page
+    raw = built.site / "evidence/fixture/smoke/smoke.json"
+    assert raw.read_bytes() == (built.ws / "results/fixture/smoke.json").read_bytes()
+    assert (built.site / "evidence/fixture/smoke/smoke.log").is_file()
+
+
+def test_evidence_index_lists_every_claim(built):
+    index = (built.site / "evidence" / "index.html").read_text(encoding="utf-8")
+    listed = json.loads((built.site / "evidence" / "claims.json").read_text(encoding="utf-8"))
+    on_pages = [
+        (gate.page_url(built.site, p), text)
+        for p in _pages(built.site)
+        if gate.page_url(built.site, p) != "evidence/"
+        for _, text in gate.scan_page("", p.read_text(encoding="utf-8")).claims
+    ]
+    assert sorted((c["page"], c["text"]) for c in listed) == sorted(on_pages)
+    assert {c["kind"] for c in listed} == {"current"}
+    for url in ("fixture-claims/", "fixture-notebook/"):
+        assert f'<a href="../{url}">{url}</a>' in index
+    entries, _ = gate.load_allowlist(built.ws / gate.ALLOWLIST)
+    if entries:
+        assert all(e.text in index and e.reason in index for e in entries)
+    else:
+        assert "The allow-list is empty" in index
+
+
+def test_plotly_served_once_from_own_assets(built):
+    copies = [p.relative_to(built.site).as_posix() for p in built.site.rglob("plotly*.js")]
+    assert copies == ["assets/kp/plotly.min.js"]
+    for page in _pages(built.site):
+        text = page.read_text(encoding="utf-8")
+        assert "plotly.min.js" not in text and "Plotly.newPlot" not in text, page
+
+
+def test_chart_json_files_are_downloadable(built):
+    page = (built.site / "benchmarks/fixture/index.html").read_text(encoding="utf-8")
+    srcs = re.findall(r'<div class="kp-chart" data-name="[^"]+" data-src="([^"]+)"', page)
+    assert srcs
+    for src in srcs:
+        figure = json.loads((built.site / "benchmarks/fixture" / src).read_text(encoding="utf-8"))
+        assert figure["data"]
+        assert f'href="{src}"' in page  # the download link
+
+
+def test_pages_within_size_budget(built):
+    sizes = {p.relative_to(built.site).as_posix(): p.stat().st_size for p in _pages(built.site)}
+    assert max(sizes.values()) < PAGE_BUDGET, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+
+
+def test_nothing_loaded_from_other_hosts(built):
+    external = {
+        gate.page_url(built.site, p): scan
+        for p in _pages(built.site)
+        if (scan := gate.scan_page("", p.read_text(encoding="utf-8")).external)
+    }
+    assert external == {}
+    config = yaml.safe_load(
+        (built.ws / "mkdocs.yml").read_text(encoding="utf-8").replace("!ENV", "")
+    )
+    assert config["theme"]["font"] is False
+
+
+def _targets(node: htmltree.Node) -> list[str]:
+    attrs = {"a": "href", "link": "href", "script": "src", "img": "src", "source": "src"}
+    if node.tag in attrs and node.attrs.get(attrs[node.tag]):
+        if node.tag == "link" and node.attrs.get("rel") in ("canonical",):
+            return []
+        return [node.attrs[attrs[node.tag]]]
+    if node.tag == "div" and "kp-chart" in node.classes and node.attrs.get("data-src"):
+        return [node.attrs["data-src"]]
+    return []
+
+
+def test_every_internal_link_resolves(built):
+    site = built.site
+    ids: dict[Path, set[str]] = {}
+
+    def anchors(path: Path) -> set[str]:
+        if path not in ids:
+            tree = htmltree.parse(path.read_text(encoding="utf-8"))
+            ids[path] = {n.attrs["id"] for n in tree.iter() if "id" in n.attrs}
+        return ids[path]
+
+    broken = []
+    checked = 0
+    for page in _pages(site):
+        base = page.relative_to(site).parent.as_posix()
+        for node in htmltree.parse(page.read_text(encoding="utf-8")).iter():
+            for target in _targets(node):
+                parts = urlsplit(target)
+                if parts.scheme or target.startswith(("//", "mailto:", "blob:")):
+                    continue  # external links are the reader's choice, not a resource
+                path = unquote(parts.path)
+                if not path:
+                    dest = page
+                else:
+                    rel = posixpath.normpath(posixpath.join(base, path))
+                    dest = site / rel
+                    if dest.is_dir() or path.endswith("/"):
+                        dest = dest / "index.html"
+                checked += 1
+                if not dest.is_file():
+                    broken.append(f"{page.relative_to(site)}: {target}")
+                elif (
+                    parts.fragment
+                    and dest.suffix == ".html"
+                    and unquote(parts.fragment) not in anchors(dest)
+                ):
+                    broken.append(f"{page.relative_to(site)}: {target} (no such anchor)")
+    assert checked > 100
+    assert broken == []
+
+
+def test_mkdocs_jupyter_never_serves_stale_outputs():
+    config = yaml.safe_load(
+        (sw.ROOT / "mkdocs.yml").read_text(encoding="utf-8").replace("!ENV", "")
+    )
+    jupyter = next(p["mkdocs-jupyter"] for p in config["plugins"] if isinstance(p, dict)
+                   and "mkdocs-jupyter" in p)  # fmt: skip
+    assert jupyter["execute"] is True and jupyter["allow_errors"] is False
+    assert jupyter["cache"] is False
+    assert config["strict"] is True
+
+
+def test_empty_results_render_an_empty_state(tmp_path):
+    ws = sw.copy_tree(tmp_path / "ws", light=True)
+    for path in (ws / "results").rglob("*.json"):
+        path.unlink()
+    result = sw.build(ws)
+    assert result.returncode == 0, result.output[-4000:]
+    page = (result.site / "benchmarks" / "index.html").read_text(encoding="utf-8")
+    assert "No benchmark results are committed yet" in page
+    index = (result.site / "evidence" / "index.html").read_text(encoding="utf-8")
+    assert "No results are committed yet" in index and "No written page quotes" in index
+
+
+@pytest.mark.interpreter
+def test_readme_example_runs_as_written(tmp_path):
+    readme = (sw.ROOT / "README.md").read_text(encoding="utf-8")
+    example = re.search(r"```python\n(.*?)```", readme, re.S)[1]
+    assert "TRITON_INTERPRET" in example
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-c", example], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
