@@ -109,9 +109,12 @@ display(HTML(table.to_html(index=False)))
 
 # %%
 fig = make_subplots(
-    rows=1, cols=len(arch.KERNELS), subplot_titles=[f"{k} kernel" for k in arch.KERNELS]
+    rows=len(arch.KERNELS),
+    cols=1,
+    subplot_titles=[f"{k} kernel" for k in arch.KERNELS],
+    vertical_spacing=0.2,
 )
-for col, kernel in enumerate(arch.KERNELS, start=1):
+for row_number, kernel in enumerate(arch.KERNELS, start=1):
     rows = table[table.kernel == kernel]
     labels = [f"{c}<br>{t}" for c, t in zip(rows.capability, rows.target, strict=True)]
     for family in arch.FAMILIES:
@@ -121,18 +124,18 @@ for col, kernel in enumerate(arch.KERNELS, start=1):
                 y=rows[family],
                 name=family,
                 legendgroup=family,
-                showlegend=col == 1,
+                showlegend=row_number == 1,
                 marker_color=FAMILY_COLORS[family],
             ),
-            row=1,
-            col=col,
+            row=row_number,
+            col=1,
         )
+fig.update_yaxes(title_text="instructions")
 fig.update_layout(
     barmode="group",
-    title="Instructions in the PTX, by compute capability and the .target Triton chose",
-    yaxis_title="instructions",
-    legend_title="family",
-    height=420,
+    title="PTX instructions by family, per capability and .target",
+    legend={"orientation": "h", "y": -0.15},
+    height=620,
 )
 charts.show(fig, "sm120a-families")
 
@@ -270,44 +273,74 @@ def first_line(text: str | None) -> str:
 
 def describe(probe: dict) -> str:
     if probe["target"] is None:
-        return "no PTX: " + first_line(probe["error"])
-    return probe["target"] + ("" if probe["compiled"] else " (ptxas refused)")
+        return "no PTX"
+    return probe["target"] + ("" if probe["compiled"] else ", refused")
 
 
-rows = []
+wheels, outcomes, failures = [], [], []
 for release in matrix["releases"]:
-    row = {"triton": release["version"], "wheel sha256": (release["wheel"]["sha256"] or "")[:16]}
+    version = release["version"]
     if release["status"] != "ok":
-        rows.append(row | {"probes": first_line(release["error"])})
+        failures.append(f"{version}: {first_line(release['error'])}")
         continue
     bundled = release["ptxas"]["bundled"]
-    used = release["ptxas"]["by_capability"]["120"]
-    split = {c["gpu_name"]: c["status"] for c in release["ptxas_checks"]}
-    dot120 = cell(release, "dot", 120)
-    rows.append(
-        row
-        | {
-            "bundled ptxas": ", ".join(f"{name} {v['version']}" for name, v in bundled.items()),
-            "ptxas for 120": used,
+    wheels.append(
+        {
+            "triton": version,
+            "wheel sha256 (first 16)": release["wheel"]["sha256"][:16],
+            "ptxas": bundled["ptxas"]["version"],
+            "ptxas-blackwell": bundled.get("ptxas-blackwell", {}).get("version", "-"),
+            "used for 120": release["ptxas"]["by_capability"]["120"],
             "suffix rule": release["rule"]["function"] or "inline",
-            "dot @120": describe(dot120),
-            "tcgen05 @120": "" if dot120["counts"] is None else dot120["counts"]["tcgen05"],
-            "descriptor @120": describe(cell(release, "descriptor", 120)),
-            "dot @121": describe(cell(release, "dot", 121)),
-            "descriptor PTX, .target sm_120a": split["sm_120a"],
-            "descriptor PTX, .target sm_120": split["sm_120"],
         }
     )
-display(HTML(pd.DataFrame(rows).to_html(index=False)))
+    split = {c["gpu_name"]: c["status"] for c in release["ptxas_checks"]}
+    dot120 = cell(release, "dot", 120)
+    outcomes.append(
+        {
+            "triton": version,
+            "dot 120": describe(dot120),
+            "tcgen05": "" if dot120["counts"] is None else dot120["counts"]["tcgen05"],
+            "descriptor 120": describe(cell(release, "descriptor", 120)),
+            "as sm_120a": split["sm_120a"],
+            "as sm_120": split["sm_120"],
+            "dot 121": describe(cell(release, "dot", 121)),
+            "descriptor 121": describe(cell(release, "descriptor", 121)),
+        }
+    )
+    for p in release["probes"]:
+        if not p["compiled"]:
+            # A compiler that died says why in its last words; one that raised, in its first.
+            died = p["error"].startswith("compiler process died")
+            lines = (p["messages"] or "").strip().splitlines() if p["target"] is None else []
+            detail = (lines[-1] if died else lines[0]) if lines else ""
+            failures.append(
+                f"{version} {p['kernel']} {p['capability']}: {first_line(p['error'])}"
+                + (f"\n    {detail}" if detail else "")
+            )
+
+display(Markdown("**The wheels**: what each bundles, and where its suffix rule lives."))
+display(HTML(pd.DataFrame(wheels).to_html(index=False)))
+display(
+    Markdown(
+        "**At 120 and 121**: the `.target` of each kernel (`refused`: the release's own "
+        "`ptxas` did not accept it), `tcgen05` in the `dot` kernel, and the descriptor "
+        "kernel's PTX assembled as `sm_120a` and as `sm_120`."
+    )
+)
+display(HTML(pd.DataFrame(outcomes).to_html(index=False)))
+display(Markdown("**Every failure, first line as recorded** (the JSON and the log hold the rest):"))
+display(pre("\n".join(failures)))
+
 
 # %%
 fig = make_subplots(
-    rows=1,
-    cols=2,
-    subplot_titles=["dot kernel: tcgen05 instructions", "descriptor kernel: tensormap.replace"],
-    horizontal_spacing=0.1,
+    rows=2,
+    cols=1,
+    subplot_titles=["dot kernel: tcgen05", "descriptor kernel: tensormap.replace"],
+    vertical_spacing=0.12,
 )
-for col, (kernel, family) in enumerate(
+for row_number, (kernel, family) in enumerate(
     (("dot", "tcgen05"), ("descriptor", "tensormap.replace")), start=1
 ):
     grid = [[cell(r, kernel, c) for c in capabilities] for r in releases]
@@ -316,34 +349,30 @@ for col, (kernel, family) in enumerate(
             z=[[None if p["counts"] is None else p["counts"][family] for p in row] for row in grid],
             x=[str(c) for c in capabilities],
             y=[r["version"] for r in releases],
-            text=[
-                [
-                    "no PTX"
-                    if p["target"] is None
-                    else p["target"] + ("" if p["compiled"] else " (refused)")
-                    for p in row
-                ]
-                for row in grid
-            ],
-            texttemplate="%{text}<br>%{z}",
-            textfont={"size": 11},
+            text=[["no PTX" if p["target"] is None else describe(p) for p in row] for row in grid],
+            texttemplate="%{z}",
+            textfont={"size": 12},
             colorscale="Reds",
             zmin=0,
             showscale=False,
             hovertemplate=f"triton %{{y}}, capability %{{x}}: %{{text}}, {family} %{{z}}"
             "<extra></extra>",
         ),
-        row=1,
-        col=col,
+        row=row_number,
+        col=1,
     )
 fig.update_xaxes(title_text="compute capability", type="category")
-fig.update_yaxes(type="category", autorange="reversed")
-fig.update_yaxes(title_text="triton release", col=1)
+fig.update_yaxes(title_text="triton", type="category", autorange="reversed")
 fig.update_layout(
-    title=".target chosen and instruction count, per release and capability",
-    height=160 + 50 * len(releases),
+    title="Instructions per release and capability (blank: no PTX)",
+    height=220 + 2 * 34 * len(releases),
 )
 charts.show(fig, "sm120a-releases")
+
+
+# %% [markdown]
+# Hover a cell for the `.target` Triton chose there and whether the release's own
+# `ptxas` accepted it; the table above lists the same per release.
 
 
 # %%

@@ -79,16 +79,22 @@ DESCRIPTIONS = {
     "vec-hint": "every size in do_not_specialize, plus a VEC constant: the largest "
     "power of two up to 16 bytes that divides the width and strides",
 }
-rows = []
-for policy, module in modules.items():
-    for kernel in sweep.KERNELS:
-        table = sweep.specialisation_table(getattr(module, f"{kernel}_kernel"))
-        rows.append({"policy": policy, "kernel": kernel, **table})
-declared = pd.DataFrame(rows).fillna("")
+declared = pd.concat(
+    {
+        kernel: pd.DataFrame(
+            {
+                policy: sweep.specialisation_table(getattr(module, f"{kernel}_kernel"))
+                for policy, module in modules.items()
+            }
+        ).fillna("(absent)")
+        for kernel in sweep.KERNELS
+    },
+    names=["kernel", "parameter"],
+)
 display(
     Markdown("\n".join(f"* **{p}**: {d} (`{sweep.POLICIES[p]}`)" for p, d in DESCRIPTIONS.items()))
 )
-display(HTML(declared.to_html(index=False)))
+display(HTML(declared.to_html()))
 
 # %% [markdown]
 # The table reads the declarations from the kernels themselves (`constexpr`,
@@ -267,25 +273,25 @@ if result is not None:
     sm = streams["softmax"]["id"]
     mm = streams["matmul"]["id"]
     text = [
-        "Every compile count "
-        + (
-            "equals the number of distinct cache keys predicted without a GPU: the cost "
-            "side is arithmetic, not luck."
+        (
+            "Every compile count equals the number of distinct cache keys predicted "
+            "without a GPU: the cost side is arithmetic, not luck."
             if agree
-            else "does not equal its prediction in every cell (see the chart): Triton "
+            else "Not every compile count equals its prediction (see the chart): Triton "
             "compiled for reasons the cache key does not show."
         ),
-        f"With every size constant, the softmax kernel compiled "
-        f"{quote(RESULT_ID, sm, 'metrics.compiles', impl='constexpr')} times in "
-        f"{quote(RESULT_ID, sm, 'metrics.compile_ms', impl='constexpr')} over "
+        f"With every size constant, the softmax kernel needed "
+        f"{quote(RESULT_ID, sm, 'metrics.compiles', impl='constexpr')}, taking "
+        f"{quote(RESULT_ID, sm, 'metrics.compile_ms', impl='constexpr')}, over "
         f"{quote(RESULT_ID, sm, 'metrics.requests', impl='constexpr')}; the GEMM "
-        f"{quote(RESULT_ID, mm, 'metrics.compiles', impl='constexpr')} times in "
-        f"{quote(RESULT_ID, mm, 'metrics.compile_ms', impl='constexpr')}.",
-        f"The `vec-hint` softmax compiled "
-        f"{quote(RESULT_ID, sm, 'metrics.compiles', impl='vec-hint')} times in "
-        f"{quote(RESULT_ID, sm, 'metrics.compile_ms', impl='vec-hint')}, and the "
+        f"{quote(RESULT_ID, mm, 'metrics.compiles', impl='constexpr')}, taking "
+        f"{quote(RESULT_ID, mm, 'metrics.compile_ms', impl='constexpr')}, over "
+        f"{quote(RESULT_ID, mm, 'metrics.requests', impl='constexpr')}.",
+        f"The `vec-hint` softmax needed "
+        f"{quote(RESULT_ID, sm, 'metrics.compiles', impl='vec-hint')} "
+        f"({quote(RESULT_ID, sm, 'metrics.compile_ms', impl='vec-hint')}), and the "
         f"`default-spec` GEMM {quote(RESULT_ID, mm, 'metrics.compiles', impl='default-spec')} "
-        f"times in {quote(RESULT_ID, mm, 'metrics.compile_ms', impl='default-spec')}.",
+        f"({quote(RESULT_ID, mm, 'metrics.compile_ms', impl='default-spec')}).",
     ]
     display(Markdown(" ".join(text)))
 
@@ -396,11 +402,12 @@ if result is not None:
             f"**{kernel}** (`{path}`, policy `{policy}`): "
             + ("supported." if verdict.supported else "not supported.")
         ]
-        parts += [f"At {case_id} it failed its check." for case_id in verdict.failed]
+        where = {c["id"]: f"width {c['shape'][1]}" for c in time_cases(data, kernel)}
+        parts += [f"At {where[case_id]} it failed its check." for case_id in verdict.failed]
         for case_id, faster in verdict.beaten:
             regs = "registers" in result.case(case_id)["impls"][policy]["metrics"]
             parts.append(
-                f"At {case_id}, `{faster}` ran "
+                f"At {where[case_id]}, `{faster}` ran "
                 f"{quote(RESULT_ID, case_id, 'speedup', impl=faster, baseline=policy)} "
                 f"the speed of `{policy}` "
                 f"({quote(RESULT_ID, case_id, 'median_us', impl=faster)} against "
@@ -414,14 +421,14 @@ if result is not None:
             )
         for other in verdict.dominated_by:
             parts.append(
-                f"`{other}` was never slower and compiled "
-                f"{quote(RESULT_ID, stream_id, 'metrics.compiles', impl=other)} times "
-                f"against {quote(RESULT_ID, stream_id, 'metrics.compiles', impl=policy)}."
+                f"`{other}` was never slower and needed "
+                f"{quote(RESULT_ID, stream_id, 'metrics.compiles', impl=other)} over the "
+                f"stream against {quote(RESULT_ID, stream_id, 'metrics.compiles', impl=policy)}."
             )
         if verdict.supported:
             parts.append(
-                f"It compiled {quote(RESULT_ID, stream_id, 'metrics.compiles', impl=policy)} "
-                f"times over the stream, against "
+                f"It needed {quote(RESULT_ID, stream_id, 'metrics.compiles', impl=policy)} "
+                f"over the stream, against "
                 f"{quote(RESULT_ID, stream_id, 'metrics.compiles', impl='constexpr')} with "
                 "every size constant."
             )

@@ -314,21 +314,25 @@ def fit(cells: Iterable[Cell], sm_count: int) -> ChunkRule:
 
 def describe(rule: ChunkRule) -> str:
     """The rule as the lines ``plans.choose`` should implement for ``auto``."""
-    split = (
-        "never"
-        if rule.split_rows_per_sm == 0
-        else f"n_rows <= {rule.split_rows_per_sm:g} * sm_count and n_cols > {rule.split_min_cols}"
-    )
-    return "\n".join(
-        [
-            f"split  when {split}: chunk {rule.split_chunk}, {rule.split_warps} warps, "
-            "plans.split_count programs per row",
-            f"block  when next_pow2(n_cols) <= {rule.max_block_cols}: {rule.block_warps} warps",
+    if rule.split_rows_per_sm == 0:
+        split = "split  never"
+    else:
+        split = (
+            f"split  when n_rows <= {rule.split_rows_per_sm:g} * sm_count and n_cols > "
+            f"{rule.split_min_cols}: chunk {rule.split_chunk}, {rule.split_warps} warps, "
+            "plans.split_count programs per row"
+        )
+    wide = f"chunk {rule.wide_chunk}, {rule.wide_warps} warps"
+    if rule.narrow_max_cols == 0:
+        looped = f"looped otherwise: {wide}"
+    else:
+        looped = (
             f"looped otherwise: chunk {rule.narrow_chunk}, {rule.narrow_warps} warps up to "
-            f"{rule.narrow_max_cols} columns; chunk {rule.wide_chunk}, {rule.wide_warps} warps "
-            "beyond (a chunk never exceeds the row's power-of-two width)",
-        ]
-    )
+            f"{rule.narrow_max_cols} columns; {wide} beyond"
+        )
+    block = f"block  when next_pow2(n_cols) <= {rule.max_block_cols}: {rule.block_warps} warps"
+    note = "(a chunk never exceeds the row's power-of-two width)"
+    return "\n".join([split, block, f"{looped} {note}"])
 
 
 def current_picker(sm_count: int, elem_bytes: int = 2):

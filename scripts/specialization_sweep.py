@@ -787,18 +787,22 @@ def sweep(args: argparse.Namespace, command: str) -> int:
 
     scale = DRY if args.dry_run else FULL
     # An empty on-disk cache: every compile the stream needs is a real compile.
+    cache_dir = triton.knobs.cache.dir
     triton.knobs.cache.dir = tempfile.mkdtemp(prefix="kp-specialization-")
-    modules = {name: load_policy(name) for name in POLICIES}
-    run.log(
-        f"stream: {scale.requests} requests, hiddens {scale.hiddens}, seqs {scale.seqs}, "
-        f"batch 1..{scale.max_batch}, seed {args.seed}"
-    )
-    t0 = time.perf_counter()
-    stream, tallies = run_stream(run, modules, scale, args.seed, args.compile_budget_s)
-    run.log(f"stream done in {time.perf_counter() - t0:.1f} s")
-    t0 = time.perf_counter()
-    timed = run_kernel_time(run, modules, scale, args.seed)
-    run.log(f"kernel time done in {time.perf_counter() - t0:.1f} s")
+    try:
+        modules = {name: load_policy(name) for name in POLICIES}
+        run.log(
+            f"stream: {scale.requests} requests, hiddens {scale.hiddens}, seqs {scale.seqs}, "
+            f"batch 1..{scale.max_batch}, seed {args.seed}"
+        )
+        t0 = time.perf_counter()
+        stream, tallies = run_stream(run, modules, scale, args.seed, args.compile_budget_s)
+        run.log(f"stream done in {time.perf_counter() - t0:.1f} s")
+        t0 = time.perf_counter()
+        timed = run_kernel_time(run, modules, scale, args.seed)
+        run.log(f"kernel time done in {time.perf_counter() - t0:.1f} s")
+    finally:
+        triton.knobs.cache.dir = cache_dir
     gbps = run.copy["gbps"]
     cases = [stream_case(k, tallies[k], modules, len(stream), gbps) for k in KERNELS]
     for case in cases:

@@ -308,9 +308,7 @@ def test_errors(device):
 
 #: Compiles every TMA config (float16, both operands row-major), one config with
 #: both operands transposed (bfloat16) and every pointer config (float16) for
-#: sm_90, with an empty Triton cache, and prints one JSON line per compile. It
-#: runs in a child process: under ``TRITON_INTERPRET=1`` the kernels are
-#: interpreter objects that cannot be compiled.
+#: sm_90 and prints one JSON line per compile (see ``run_compile_script``).
 _AOT_SCRIPT = textwrap.dedent(
     """
     import json, sys
@@ -360,14 +358,26 @@ _AOT_SCRIPT = textwrap.dedent(
 HOPPER_MAX_SHARED = 232448
 
 
-def test_hopper_path_compiles_for_sm90(tmp_path):
+def run_compile_script(script: str, cache_dir) -> list[dict]:
+    """Run ``script`` in a child process without the interpreter; parse its JSON lines.
+
+    Ahead-of-time compiles happen there: under ``TRITON_INTERPRET=1`` the
+    kernels are interpreter objects, and once interpreted kernels have run,
+    the interpreter's patches to ``triton.language`` break compiling in the
+    same process. ``cache_dir`` is an empty Triton cache, so every compile
+    is real.
+    """
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")  # compile for real, not from cache
+    env["TRITON_CACHE_DIR"] = str(cache_dir)
     proc = subprocess.run(
-        [sys.executable, "-c", _AOT_SCRIPT], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_hopper_path_compiles_for_sm90(tmp_path):
+    results = run_compile_script(_AOT_SCRIPT, tmp_path)
     assert len(results) == len(mm.TMA_CONFIGS) + 1 + len(mm.POINTER_CONFIGS)
     for r in results:
         assert r["cubin"] > 0, r

@@ -1,7 +1,7 @@
 """RMSNorm and residual + RMSNorm against float64 references, on every plan.
 
 Runs on the CPU under Triton's interpreter (or on CUDA when present). Every
-``torch.empty`` is NaN-filled while a test runs (``_poisoned_allocations``), so
+``torch.empty`` is NaN-filled while a test runs (``poisoned_allocations``), so
 an output element, ``rstd`` entry or partial sum a kernel fails to write shows
 up as NaN. Gradients are compared, leaf by leaf, with float64 autograd of the
 same computation.
@@ -20,7 +20,7 @@ from kernel_portfolio.contracts import interpreter_enabled
 from kernel_portfolio.ops import rms_norm as rms_mod
 from kernel_portfolio.plans import RowPlan
 
-pytestmark = pytest.mark.interpreter
+pytestmark = [pytest.mark.interpreter, pytest.mark.usefixtures("poisoned_allocations")]
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 OPS = ("rms_norm", "residual")
@@ -56,8 +56,8 @@ def _case_id(value):
     return "x".join(map(str, value)) if isinstance(value, tuple) else value
 
 
-@pytest.fixture(autouse=True)
-def _poisoned_allocations():
+@pytest.fixture
+def poisoned_allocations():
     """NaN-fill every ``torch.empty`` (outputs, ``rstd``, partial sums) during a test."""
     was_on = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
@@ -165,7 +165,7 @@ def check_op(op, x, residual=None, weight=None, *, plan="auto", eps=1e-6, views=
     assert_grads({k: v.grad for k, v in leaves.items()}, ref, dtype)
 
 
-def _make(op, shape, dtype, device, with_weight=True):
+def make_inputs(op, shape, dtype, device, with_weight=True):
     x = torch.randn(shape, dtype=dtype, device=device)
     residual = torch.randn(shape, dtype=dtype, device=device) if op == "residual" else None
     weight = torch.randn(shape[-1], dtype=dtype, device=device) if with_weight else None
@@ -181,13 +181,13 @@ def _make(op, shape, dtype, device, with_weight=True):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize(("plan", "shape"), MATRIX_PLANS, ids=_case_id)
 def test_every_path_and_dtype(plan, shape, dtype, op, device):
-    check_op(op, *_make(op, shape, dtype, device), plan=plan)
+    check_op(op, *make_inputs(op, shape, dtype, device), plan=plan)
 
 
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize(("plan", "shape"), PLAN_CASES, ids=_case_id)
 def test_every_plan_without_weight(plan, shape, op, device):
-    check_op(op, *_make(op, shape, torch.float16, device, with_weight=False), plan=plan)
+    check_op(op, *make_inputs(op, shape, torch.float16, device, with_weight=False), plan=plan)
 
 
 # Width 1, widths just past a power of two, empty rows / width / batch,
@@ -201,12 +201,12 @@ def test_awkward_shapes(shape, op, device):
     # At width 1, dx = rstd * g * eps / (h^2 + eps): with eps = 1e-6 that is a
     # cancellation float32 cannot resolve (in torch too), so use a large eps.
     eps = 0.5 if shape[-1] == 1 else 1e-6
-    check_op(op, *_make(op, shape, torch.float32, device), eps=eps)
+    check_op(op, *make_inputs(op, shape, torch.float32, device), eps=eps)
 
 
 @pytest.mark.parametrize("eps", [1e-12, 0.5])
 def test_eps_is_used(eps, device):
-    check_op("residual", *_make("residual", (4, 33), torch.float32, device), eps=eps)
+    check_op("residual", *make_inputs("residual", (4, 33), torch.float32, device), eps=eps)
 
 
 # One float32 row in 65536-column chunks: the interpreter pays per chunk and
@@ -216,7 +216,7 @@ def test_eps_is_used(eps, device):
     "plan", [RowPlan("split", 1 << 16, 4, 8), RowPlan("looped", 1 << 16, 4)], ids=_case_id
 )
 def test_rows_wider_than_2_20(plan, device):
-    check_op("residual", *_make("residual", (1, 2**20 + 1), torch.float32, device), plan=plan)
+    check_op("residual", *make_inputs("residual", (1, 2**20 + 1), torch.float32, device), plan=plan)
 
 
 # Layouts the operator must read in place (or, for "batch_transposed", copy
@@ -237,7 +237,7 @@ LAYOUTS = {
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_strided_inputs(layout, op, device):
     leaf_shape, view = LAYOUTS[layout]
-    x, residual, _ = _make(op, leaf_shape, torch.float16, device)
+    x, residual, _ = make_inputs(op, leaf_shape, torch.float16, device)
     n_cols = view(x).shape[-1]
     weight = torch.randn(2 * n_cols, dtype=torch.float16, device=device)  # strided 1-D weight
     views = {"x": view, "residual": view, "weight": lambda t: t[::2]}
@@ -348,7 +348,7 @@ def test_grad_check_rejects_backward_without_mean_term(device):
 
 def test_grad_check_rejects_residual_grad_without_dh(device):
     # Forgetting the upstream gradient of h: the grads of y alone.
-    x, residual, weight = _make("residual", (7, 48), torch.float32, device)
+    x, residual, weight = make_inputs("residual", (7, 48), torch.float32, device)
     leaves = {"x": x.requires_grad_(), "residual": residual.requires_grad_(), "weight": weight}
     y, h = kp.residual_rms_norm(x, residual, weight)
     dy, dh = torch.randn_like(y), torch.randn_like(h)

@@ -249,9 +249,12 @@ def _capability_of(gpu_name: object) -> int:
 
 
 def _trim(text: str) -> str:
+    """Keep the head and the tail (where a fatal error usually is) of a long text."""
     lines = text.strip().splitlines()
     if len(lines) > _MAX_ERROR_LINES:
-        lines = [*lines[:_MAX_ERROR_LINES], f"... ({len(lines) - _MAX_ERROR_LINES} more lines)"]
+        half = _MAX_ERROR_LINES // 2
+        cut = len(lines) - 2 * half
+        lines = [*lines[:half], f"[... {cut} lines left out ...]", *lines[-half:]]
     return "\n".join(lines)
 
 
@@ -479,6 +482,9 @@ class PtxasRun:
         gpu_name: ``--gpu-name`` passed, equal to the PTX's ``.target``.
         returncode: Exit status; 0 when the PTX assembled.
         output: stdout and stderr together as printed (outer blank lines dropped).
+
+    ``ptxas``, ``version`` and ``returncode`` are None for a check that had no
+    PTX to assemble (see :func:`ptxas_checks`).
     """
 
     ptxas: str | None

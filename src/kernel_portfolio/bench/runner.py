@@ -565,9 +565,11 @@ def _measure_cases(cases, *, suite, visits, cache, seed, flusher, copy_gbps, sou
 
 def _timing_block(suite: Suite, cache, visits, seed, warm_ms, flusher) -> dict:
     notes = (
-        "events: CUDA events around each call; cold: a buffer of twice the L2 is overwritten "
-        "before each call; cuda_graph: graph_calls calls per replay, warm L2; speed-up ratios "
-        "are computed per visit (baseline median / impl median), then summarised over visits."
+        "events: CUDA events around each call (a call whose GPU work is shorter than its "
+        "host launch cost, e.g. autograd fwdbwd of small shapes, measures the host); cold: a "
+        "buffer of twice the L2 is overwritten before each call; cuda_graph: graph_calls calls "
+        "per replay, warm L2; speed-up ratios are computed per visit (baseline median / impl "
+        "median), then summarised over visits; compile time is excluded (metric compile_ms)."
     )
     return {
         "cache": cache,

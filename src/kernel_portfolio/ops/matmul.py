@@ -362,7 +362,10 @@ def _tma_layout(t: torch.Tensor) -> tuple[bool, int] | None:
     Returns ``(col_major, stride)``: whether the unit stride is along the
     first dimension, and the other (leading) stride. The copy engine needs a
     16-byte aligned start, a unit stride, and a leading stride that is a
-    positive multiple of 16 bytes and at least the row length.
+    positive multiple of 16 bytes and at least the row length. The start is
+    judged by the storage offset (PyTorch's allocators align every storage to
+    far more than 16 bytes), so the check also works on the fake tensors that
+    ``torch.compile`` traces with.
     """
     elem = t.element_size()
     if (t.storage_offset() * elem) % 16 != 0:
@@ -462,7 +465,7 @@ def _launch_matmul(
     if interpreter_enabled():
         num_sms = _INTERPRETER_SMS
     else:
-        num_sms = _sm_count(a.device.index if a.device.index is not None else 0)
+        num_sms = _sm_count(torch.cuda.current_device())  # a's device, under device_guard
         triton.set_allocator(_tma_scratch)
     kernel = _matmul_tma_tuned if config is None else _matmul_tma_kernel
     extra = {} if config is None else config.all_kwargs()

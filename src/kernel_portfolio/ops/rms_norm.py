@@ -525,7 +525,7 @@ def _plan_args(plan: object) -> tuple[str, int, int, int]:
 def _resolve_plan(x: torch.Tensor, kind: str, block: int, num_warps: int, splits: int) -> RowPlan:
     """The RowPlan for a 2-D ``x`` from :func:`_plan_args` output (``block == 0``: a name)."""
     plan = kind if block == 0 else RowPlan(kind, block, num_warps, splits)
-    n_rows, n_cols = x.shape
+    n_rows, n_cols = x.shape[0], int(x.shape[1])  # the width fixes constexprs: specialise
     return choose(
         n_rows, n_cols, elem_bytes=x.element_size(), sm_count=sm_count(x.device), plan=plan
     )
@@ -555,7 +555,7 @@ def _forward(
     ``rstd`` a float32 ``(n_rows,)`` tensor; the custom ops pass fresh ones,
     tests pass NaN-poisoned ones. Unused pointers get ``x``, never read.
     """
-    n_rows, n_cols = x.shape
+    n_rows, n_cols = x.shape[0], int(x.shape[1])  # the width fixes constexprs: specialise
     if n_rows == 0 or n_cols == 0:
         return
     has_res = residual is not None
@@ -632,7 +632,7 @@ def _backward(
     ``dy``, ``h`` and ``dh`` may have any strides. ``dh`` is the upstream
     gradient of ``h`` (residual_rms_norm), added to ``dx``.
     """
-    n_rows, n_cols = h.shape
+    n_rows, n_cols = h.shape[0], int(h.shape[1])  # the width fixes constexprs: specialise
     if n_cols == 0:
         return
     if n_rows == 0:
@@ -695,7 +695,9 @@ def _backward(
         )
         if dw is not None:
             # About four column blocks per SM, each summing every partial row.
-            block_n = min(REDUCE_TILE, max(32, triton.next_power_of_2(triton.cdiv(n_cols, 4 * sms))))
+            block_n = min(
+                REDUCE_TILE, max(32, triton.next_power_of_2(triton.cdiv(n_cols, 4 * sms)))
+            )
             wrap_triton(_dw_reduce_kernel)[(triton.cdiv(n_cols, block_n),)](
                 dw_part,
                 dw,
