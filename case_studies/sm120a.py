@@ -107,6 +107,10 @@ probes = arch.probe()
 table = pd.DataFrame(arch.probe_table(probes))
 display(HTML(table.to_html(index=False)))
 
+# %% [markdown]
+# The same counts as a chart: one group of bars per capability, labelled with the
+# `.target` Triton chose; one panel per kernel.
+
 # %%
 fig = make_subplots(
     rows=len(arch.KERNELS),
@@ -131,12 +135,7 @@ for row_number, kernel in enumerate(arch.KERNELS, start=1):
             col=1,
         )
 fig.update_yaxes(title_text="instructions")
-fig.update_layout(
-    barmode="group",
-    title="PTX instructions by family, per capability and .target",
-    legend={"orientation": "h", "y": -0.15},
-    height=620,
-)
+fig.update_layout(barmode="group", legend={"orientation": "h", "y": -0.15}, height=600)
 charts.show(fig, "sm120a-families")
 
 # %%
@@ -277,6 +276,17 @@ def describe(probe: dict) -> str:
     return probe["target"] + ("" if probe["compiled"] else ", refused")
 
 
+def why(probe: dict) -> str:
+    """The recorded line that says what went wrong, beyond the exception's name."""
+    error = probe["error"].strip().splitlines()
+    messages = (probe["messages"] or "").strip().splitlines()
+    if probe["error"].startswith("compiler process died"):
+        return messages[-1] if messages else ""  # a fatal error is the last thing printed
+    if probe["target"] is not None:  # PTX was made, then refused: ptxas's own line
+        return next((line for line in error if line.startswith("ptxas")), "")
+    return messages[0] if messages else ""
+
+
 wheels, outcomes, failures = [], [], []
 for release in matrix["releases"]:
     version = release["version"]
@@ -294,7 +304,9 @@ for release in matrix["releases"]:
             "suffix rule": release["rule"]["function"] or "inline",
         }
     )
-    split = {c["gpu_name"]: c["status"] for c in release["ptxas_checks"]}
+    split = {
+        c["gpu_name"]: c["status"] for c in release["ptxas_checks"] if c["kernel"] == "descriptor"
+    }
     dot120 = cell(release, "dot", 120)
     outcomes.append(
         {
@@ -310,10 +322,7 @@ for release in matrix["releases"]:
     )
     for p in release["probes"]:
         if not p["compiled"]:
-            # A compiler that died says why in its last words; one that raised, in its first.
-            died = p["error"].startswith("compiler process died")
-            lines = (p["messages"] or "").strip().splitlines() if p["target"] is None else []
-            detail = (lines[-1] if died else lines[0]) if lines else ""
+            detail = why(p)
             failures.append(
                 f"{version} {p['kernel']} {p['capability']}: {first_line(p['error'])}"
                 + (f"\n    {detail}" if detail else "")
@@ -363,16 +372,14 @@ for row_number, (kernel, family) in enumerate(
     )
 fig.update_xaxes(title_text="compute capability", type="category")
 fig.update_yaxes(title_text="triton", type="category", autorange="reversed")
-fig.update_layout(
-    title="Instructions per release and capability (blank: no PTX)",
-    height=220 + 2 * 34 * len(releases),
-)
+fig.update_layout(height=180 + 2 * 34 * len(releases))
 charts.show(fig, "sm120a-releases")
 
 
 # %% [markdown]
-# Hover a cell for the `.target` Triton chose there and whether the release's own
-# `ptxas` accepted it; the table above lists the same per release.
+# The chart: instructions of the family named above each panel, per release and
+# capability; a blank cell is a compile that produced no PTX. Hover a cell for
+# the `.target` Triton chose there and whether the release's own `ptxas` accepted it.
 
 
 # %%
@@ -385,49 +392,47 @@ def counts_at(release: dict, kernel: str, capability: int) -> dict:
     return cell(release, kernel, capability)["counts"] or {}
 
 
-blackwell_consumer = [c for c in capabilities if c >= 120]
-has_descriptor_ptx = [r for r in releases if cell(r, "descriptor", 120)["target"] is not None]
-split_holds = [
-    r
-    for r in has_descriptor_ptx
-    if {c["gpu_name"]: c["status"] for c in r["ptxas_checks"] if c["kernel"] == "descriptor"}
-    == {"sm_120a": "accepted", "sm_120": "rejected"}
+def tcgen05_for_consumer_blackwell(release: dict) -> bool:
+    return any(
+        counts_at(release, k, c).get("tcgen05")
+        for k in arch.KERNELS
+        for c in capabilities
+        if c >= 120
+    )
+
+
+def suffix_split(release: dict) -> bool:
+    checks = [c for c in release["ptxas_checks"] if c["kernel"] == "descriptor"]
+    return {c["gpu_name"]: c["status"] for c in checks} == {
+        "sm_120a": "accepted",
+        "sm_120": "rejected",
+    }
+
+
+facts = [
+    ("suffix rule inline, not `sm_arch_from_capability`", lambda r: r["rule"]["function"] is None),
+    ("`dot` at 120 gets `.target sm_120a`", lambda r: cell(r, "dot", 120)["target"] == "sm_120a"),
+    ("`dot` at 120 gets no PTX at all", lambda r: cell(r, "dot", 120)["target"] is None),
+    ("`tcgen05` in any kernel compiled for 120 or 121", tcgen05_for_consumer_blackwell),
+    ("descriptor PTX for 120 accepted as `sm_120a`, refused as `sm_120`", suffix_split),
+    (
+        "a probe at 121 without PTX or refused by the wheel's own `ptxas`",
+        lambda r: not all(cell(r, k, 121)["compiled"] for k in arch.KERNELS),
+    ),
 ]
+display(Markdown("\n".join(f"* {label}: {versions(test)}" for label, test in facts)))
+
 # The text below relies on these.
-assert not any(counts_at(r, "dot", c).get("tcgen05") for r in releases for c in blackwell_consumer)
-assert split_holds == has_descriptor_ptx
+assert not any(tcgen05_for_consumer_blackwell(r) for r in releases)
+has_descriptor_ptx = [r for r in releases if cell(r, "descriptor", 120)["target"] is not None]
+assert has_descriptor_ptx and all(suffix_split(r) for r in has_descriptor_ptx)
 oldest = releases[0]
 assert oldest["rule"]["function"] is None
+assert all("capability == 90" in text for _, text in oldest["rule"]["lines"])
 assert all(cell(oldest, "dot", c)["target"] is None for c in capabilities if c >= 100)
 assert any(
     cell(r, "dot", 121)["target"] == "sm_121a" and not cell(r, "dot", 121)["compiled"]
     for r in releases
-)
-
-display(
-    Markdown(
-        "\n".join(
-            [
-                "* Suffix rule read from an inline expression (no `sm_arch_from_capability`): "
-                + versions(lambda r: r["rule"]["function"] is None),
-                "* `dot` kernel at 120 with `.target sm_120a`: "
-                + versions(lambda r: cell(r, "dot", 120)["target"] == "sm_120a"),
-                "* `dot` kernel at 120 with no PTX at all: "
-                + versions(lambda r: cell(r, "dot", 120)["target"] is None),
-                "* `tcgen05` in a kernel compiled for 120 or 121: **"
-                + versions(
-                    lambda r: any(
-                        counts_at(r, k, c).get("tcgen05") for k in arch.KERNELS for c in (120, 121)
-                    )
-                )
-                + "**",
-                "* Descriptor PTX for 120 accepted with `sm_120a`, refused with `sm_120`: "
-                + versions(lambda r: r in split_holds),
-                "* Some probe at 121 refused by the release's own `ptxas`, or no PTX: "
-                + versions(lambda r: not all(cell(r, k, 121)["compiled"] for k in arch.KERNELS)),
-            ]
-        )
-    )
 )
 
 # %% [markdown]

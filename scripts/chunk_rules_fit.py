@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import math
 import shlex
@@ -95,7 +96,7 @@ class Cell:
     def key(self) -> tuple[str, str, int, int]:
         return (self.op, self.mode, self.n_rows, self.n_cols)
 
-    @property
+    @functools.cached_property
     def best(self) -> str:
         """The fastest plan (ties go to the name that sorts first)."""
         return min(sorted(self.medians), key=self.medians.__getitem__)

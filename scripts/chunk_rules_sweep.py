@@ -251,7 +251,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--budget-s",
         type=float,
-        default=150.0,
+        default=200.0,
         help="stop starting new cells after this many seconds; the rest are recorded as skipped",
     )
     parser.add_argument(

@@ -42,6 +42,7 @@ interleaving the policies:
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import random
 import re
@@ -227,17 +228,13 @@ def make_launch(kernel: str, tensors: dict, *, sm_count: int, scale: Scale = FUL
 
 
 # ------------------------------------------------------------ Triton's cache key
-_BACKEND = []
-
-
+@functools.cache
 def _backend():
     """Triton's CUDA backend for an sm_90 target: cache keys need no GPU."""
-    if not _BACKEND:
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler.compiler import make_backend
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
 
-        _BACKEND.append(make_backend(GPUTarget("cuda", 90, 32)))
-    return _BACKEND[0]
+    return make_backend(GPUTarget("cuda", 90, 32))
 
 
 def jit_function(fn):
@@ -257,13 +254,20 @@ def cache_key(module: ModuleType, launch: Launch) -> str:
     the same key share one compile. The sweep checks this prediction against
     the compiles it counts on the GPU.
     """
-    from triton.runtime.jit import compute_cache_key, create_function_from_signature
+    from triton.runtime.jit import compute_cache_key
 
     fn, kwargs = launch.bound(module)
-    jit = jit_function(fn)
-    binder = create_function_from_signature(jit.signature, jit.params, _backend())
-    _, specialization, options = binder(**kwargs)
+    _, specialization, options = _binder(fn)(**kwargs)
     return str(compute_cache_key({}, specialization, options))
+
+
+@functools.cache
+def _binder(fn):
+    """Triton's argument binder of a kernel (built once per kernel: it is generated code)."""
+    from triton.runtime.jit import create_function_from_signature
+
+    jit = jit_function(fn)
+    return create_function_from_signature(jit.signature, jit.params, _backend())
 
 
 def predicted_compiles(module: ModuleType, launches: Sequence[Launch]) -> int:
@@ -291,9 +295,12 @@ def specialisation_table(fn) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ PTX loads
-_LD = re.compile(r"^\s*(?:@%p\d+\s+)?ld\.global[.\w]*\.(v2|v4)?\.?([bfsu])(8|16|32|64)\b", re.M)
+_PRED = r"^\s*(?:@!?%p\d+\s+)?"
+#: ``ld.global[.modifiers][.v2|.v4].<type><bits>``; modifiers such as ``.L1::evict_last``.
+_LD = re.compile(_PRED + r"ld\.global(?:\.[\w:]+?)*?(?:\.(v2|v4))?\.[bfsu](8|16|32|64)\b", re.M)
+#: ``cp.async.<cache>.shared.global [dst], [src], <bytes>[, <src bytes>];``
 _CP_ASYNC = re.compile(
-    r"^\s*(?:@%p\d+\s+)?cp\.async\.\w+\.shared\.global[^;]*,\s*(\d+)\s*[,;]", re.M
+    _PRED + r"cp\.async\.\w+\.shared\.global[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*[,;]", re.M
 )
 
 
@@ -301,11 +308,10 @@ def ptx_load_widths(ptx: str) -> dict[int, int]:
     """Global loads in PTX by width in bytes: ``ld.global`` (vector or not) and ``cp.async``."""
     widths: dict[int, int] = {}
     for match in _LD.finditer(ptx):
-        vec = {"v2": 2, "v4": 4}.get(match[1], 1)
-        nbytes = vec * int(match[3]) // 8
+        nbytes = {"v2": 2, "v4": 4}.get(match[1], 1) * int(match[2]) // 8
         widths[nbytes] = widths.get(nbytes, 0) + 1
     for match in _CP_ASYNC.finditer(ptx):
-        nbytes = int(match[1])
+        nbytes = int(match[1], 0)
         widths[nbytes] = widths.get(nbytes, 0) + 1
     return widths
 

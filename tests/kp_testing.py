@@ -39,3 +39,22 @@ def assert_matches(
     tol = REL_TOL[dtype] if tol is None else tol
     if not err <= tol:
         raise AssertionError(f"{what}: relative error {err:.3g} > {tol:g} for {dtype}")
+
+
+def views_past_2_31(device, dtype: torch.dtype = torch.float16):
+    """Two small matrices whose element offsets pass 2^31, to test int64 indexing.
+
+    ``rows`` is 3 x 64 with rows 2^30 elements apart; ``cols`` is 4 x 3 with
+    columns 2^30 apart. Both live in one 8 GiB allocation, of which a CPU backs
+    only the few pages touched. They start 2^31 elements in, so an offset
+    computed in int32 wraps back inside the allocation, onto elements set to 7:
+    a wrong answer that a comparison reports, not a crash.
+    """
+    span = torch.empty(2**32 + 64, dtype=dtype, device=device)
+    span[:64] = 7
+    base = span[2**31 :]
+    rows = base.as_strided((3, 64), (2**30, 1))
+    cols = base.as_strided((4, 3), (1, 2**30))
+    rows.copy_(torch.randn(3, 64, device=device))
+    cols.copy_(torch.randn(4, 3, device=device))
+    return rows, cols

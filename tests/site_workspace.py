@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -123,14 +124,22 @@ def add_fixture(ws: Path) -> None:
         fh.write("  - Fixtures:\n      - fixture-claims.md\n      - fixture-notebook.py\n")
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @dataclass
 class Build:
-    """One ``mkdocs build`` in a workspace."""
+    """One ``mkdocs build`` in a workspace, for ``site_url`` ``http://127.0.0.1:<port>/``."""
 
     ws: Path
     returncode: int
     output: str
     seconds: float
+    port: int
 
     @property
     def site(self) -> Path:
@@ -138,9 +147,16 @@ class Build:
 
 
 def build(ws: Path, timeout: int = 300) -> Build:
-    """Run ``mkdocs build`` (strict, with the gate) in ``ws``, as ``make site`` does."""
+    """Run ``mkdocs build`` (strict, with the gate) in ``ws``, as ``make site`` does.
+
+    The site is built for a free local port: Material's instant navigation
+    only takes over links on the origin ``site_url`` names, so a browser test
+    serves the site there.
+    """
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("KP_ROOT", "TRITON_INTERPRET")}
     env["NO_MKDOCS_2_WARNING"] = "1"
+    env["SITE_URL"] = f"http://127.0.0.1:{port}/"
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build"],
@@ -150,7 +166,8 @@ def build(ws: Path, timeout: int = 300) -> Build:
         text=True,
         timeout=timeout,
     )
-    return Build(ws, proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return Build(ws, proc.returncode, proc.stdout + proc.stderr, seconds, port)
 
 
 _BUILT: dict[str, Build] = {}

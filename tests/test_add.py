@@ -13,7 +13,8 @@ import textwrap
 import pytest
 import torch
 from kp_testing import assert_matches, poison
-from test_matmul import run_compile_script
+from test_matmul import RecordingLauncher, run_compile_script
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.library import opcheck
 
 import kernel_portfolio as kp
@@ -212,7 +213,8 @@ def test_errors(device):
 _AOT_SCRIPT = textwrap.dedent(
     """
     import json, re
-        from triton.backends.compiler import GPUTarget
+    import triton
+    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from kernel_portfolio.ops import add as add_op
 
@@ -238,3 +240,20 @@ def test_flat_kernel_compiles_to_16_byte_accesses_for_sm90(tmp_path):
     for r in results:
         # Full blocks: 16-byte vectors; only the masked tail goes narrower.
         assert "ld.global.v4.b32" in r["ops"] and "st.global.v4.b32" in r["ops"], r
+
+
+def test_launcher_keeps_sizes_symbolic(monkeypatch):
+    """Traced with symbolic sizes (as torch.compile does), the sizes stay symbols."""
+    monkeypatch.setattr(add_op, "wrap_triton", RecordingLauncher)
+    monkeypatch.setattr(RecordingLauncher, "calls", [])
+
+    def plus(x, y):
+        out = torch.empty(torch.broadcast_shapes(x.shape, y.shape))
+        add_op._launch_add(x, y, out)
+        return out
+
+    make_fx(plus, tracing_mode="symbolic")(torch.empty(1000, 768), torch.empty(1000, 768))
+    make_fx(plus, tracing_mode="symbolic")(torch.empty(1000, 768), torch.empty(768))
+    flat, strided = RecordingLauncher.calls
+    assert isinstance(flat["args"][3], torch.SymInt)  # n_elements
+    assert isinstance(strided["args"][3], torch.SymInt)  # n_rows

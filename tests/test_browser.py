@@ -45,7 +45,7 @@ def built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(built):
     handler = functools.partial(_Quiet, directory=str(built.site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", built.port), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/"
@@ -98,9 +98,10 @@ class Tab:
             timeout=DRAW_TIMEOUT_MS,
         )
         return self.page.evaluate(
-            "[...document.querySelectorAll('div.kp-chart')]"
-            ".filter(d => d.dataset.kpState !== 'drawn'"
-            " || !d.querySelector('svg.main-svg') || !d.querySelector('g.trace'))"
+            "[...document.querySelectorAll('div.kp-chart')].filter(d => {"
+            " const plot = d.querySelector('.kp-chart-plot');"
+            " return d.dataset.kpState !== 'drawn' || !d.querySelector('svg.main-svg')"
+            "  || !plot || !plot._fullData || plot._fullData.length === 0; })"
             ".map(d => d.dataset.name + ': ' + d.textContent.slice(0, 200))"
         )
 
@@ -181,7 +182,7 @@ def test_every_claim_leads_to_the_same_value(built, server, browser):
 # (start page, link to click in its content, page it leads to)
 INSTANT = [
     ("fixture-claims/", 'article a[href$="fixture-notebook/"]', "fixture-notebook/"),
-    ("benchmarks/", 'article a[href="fixture/"]', "benchmarks/fixture/"),
+    ("benchmarks/", 'article a[href$="/benchmarks/fixture/"]', "benchmarks/fixture/"),
 ]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pandas as pd
 import pytest
@@ -64,14 +63,13 @@ def test_samples_figure_draws_every_sample(result):
 
 def test_inline_chart_embeds_figure_json_safely(result):
     fig = charts.summary_figure(result.frame(), "softmax")
-    fig.update_layout(title="a </script><b>title</b>")
+    fig.update_layout(title="a </template><b>title</b> & more")
     html = charts.chart_div(fig, "softmax-1")
-    assert html.startswith(
-        '<div class="kp-chart" data-name="softmax-1"><script type="application/json">'
-    )
-    payload = re.search(r'<script type="application/json">(.*)</script></div>$', html, re.S)[1]
-    assert "</script>" not in payload
-    assert json.loads(payload)["layout"]["title"]["text"] == "a </script><b>title</b>"
+    start = '<div class="kp-chart" data-name="softmax-1"><template class="kp-chart-figure">'
+    assert html.startswith(start) and html.endswith("</template></div>")
+    payload = html[len(start) : -len("</template></div>")]
+    assert "<" not in payload and ">" not in payload and "&" not in payload
+    assert json.loads(payload)["layout"]["title"]["text"] == "a </template><b>title</b> & more"
     assert "plotly.min.js" not in html and "cdn" not in html.lower()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kp_testing import assert_matches, poison
+from kp_testing import assert_matches, poison, views_past_2_31
 from torch.library import opcheck
 
 import kernel_portfolio as kp
@@ -134,19 +134,13 @@ def test_zero_dim_and_empty(device):
 
 
 def test_offsets_past_2_31_are_int64(device):
-    """Rows 2^30 elements apart, and columns 2^30 apart, in one 4 GiB allocation.
-
-    Only the few touched pages are ever backed by memory on a CPU; the
-    interpreter computes in the kernel's own integer widths, so an int32 row
-    or column offset would wrap and read the wrong place.
-    """
-    span = torch.empty(2**31 + 64, dtype=torch.float16, device=device)
-    rows = span.as_strided((3, 64), (2**30, 1))
-    rows.copy_(torch.randn(3, 64, device=device))
-    assert_matches(_row_sum(rows, "block"), reference.row_sum(rows), torch.float16, "rows")
-    cols = span.as_strided((4, 3), (1, 2**30))
-    cols.copy_(torch.randn(4, 3, device=device))
-    assert_matches(_row_sum(cols, "looped"), reference.row_sum(cols), torch.float16, "cols")
+    rows, cols = views_past_2_31(device)
+    assert_matches(
+        _row_sum(rows, "block"), reference.row_sum(rows), torch.float16, "rows 2^30 apart"
+    )
+    assert_matches(
+        _row_sum(cols, "looped"), reference.row_sum(cols), torch.float16, "cols 2^30 apart"
+    )
 
 
 def test_custom_op_schema_and_autograd_registration(device):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kp_testing import REL_TOL, assert_matches, poison
+from kp_testing import REL_TOL, assert_matches, poison, views_past_2_31
 from torch.library import opcheck
 
 import kernel_portfolio as kp
@@ -56,17 +56,6 @@ def _forward(x, plan):
     y = poison(torch.empty(x.shape, dtype=x.dtype, device=x.device))
     _launch_forward(x, y, _plan(plan, x))
     return y
-
-
-def _grad_reference(y, dy):
-    """The backward kernels' contract in float64: ``y * (dy - sum(dy * y))`` per row.
-
-    It starts from the ``y`` the kernels are given (the rounded forward output,
-    as in PyTorch), so the tolerance measures the backward arithmetic alone;
-    test_public_function_with_autograd checks the whole chain from ``x``.
-    """
-    y64, dy64 = y.to("cpu", torch.float64), dy.to("cpu", torch.float64)
-    return y64 * (dy64 - (dy64 * y64).sum(-1, keepdim=True))
 
 
 def _upstream(shape, dtype, device):
@@ -109,7 +98,7 @@ def test_backward_matches_reference(shape, plan, dtype, device):
     dy = _upstream(shape, dtype, device)
     dx = poison(torch.empty_like(y))
     _launch_backward(y, dy, dx, _plan(plan, x))
-    assert_matches(dx, _grad_reference(y, dy), dtype, "dx")
+    assert_matches(dx, reference.softmax_backward(y, dy), dtype, "dx")
 
 
 @ignore_nan_warnings
@@ -127,7 +116,7 @@ def test_masked_entries_are_zero_and_masked_rows_nan(plan, dtype, device):
     dy = _upstream(x.shape, dtype, device)
     dx = poison(torch.empty_like(y))
     _launch_backward(y, dy, dx, _plan(plan, x))
-    assert_matches(dx, _grad_reference(y, dy), dtype, "dx")
+    assert_matches(dx, reference.softmax_backward(y, dy), dtype, "dx")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -190,7 +179,7 @@ def test_strided_inputs(plan, dtype, device):
         ]:
             dx = poison(torch.empty_like(y))
             _launch_backward(y, dy, dx, _plan(plan, x))
-            assert_matches(dx, _grad_reference(y, dy), dtype, f"dx, {name}, {dy_name}")
+            assert_matches(dx, reference.softmax_backward(y, dy), dtype, f"dx, {name}, {dy_name}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -202,7 +191,7 @@ def test_public_function_with_autograd(plan, dtype, device):
         y = kp.softmax(x, dim=dim, plan=plan)
         assert_matches(y, reference.softmax(x, dim), dtype, f"y, dim={dim}")
         (dx,) = torch.autograd.grad(y, x, dy)
-        expected = _grad_reference(y.movedim(dim, -1), dy.movedim(dim, -1)).movedim(-1, dim)
+        expected = reference.softmax_backward(y, dy, dim)
         assert_matches(dx, expected, dtype, f"dx, dim={dim}")
         if dtype == torch.float32:  # the whole chain, against float64 autograd from x
             x64 = x.detach().to("cpu", torch.float64).requires_grad_(True)
@@ -222,19 +211,13 @@ def test_zero_dim_and_empty(device):
 
 
 def test_offsets_past_2_31_are_int64(device):
-    """Rows 2^30 elements apart, and columns 2^30 apart, in one 4 GiB allocation.
-
-    Only the few touched pages are ever backed by memory on a CPU; the
-    interpreter computes in the kernel's own integer widths, so an int32 row
-    or column offset would wrap and read the wrong place.
-    """
-    span = torch.empty(2**31 + 64, dtype=torch.float16, device=device)
-    rows = span.as_strided((3, 64), (2**30, 1))
-    rows.copy_(torch.randn(3, 64, device=device))
-    assert_matches(_forward(rows, "block"), reference.softmax(rows), torch.float16, "rows")
-    cols = span.as_strided((4, 3), (1, 2**30))
-    cols.copy_(torch.randn(4, 3, device=device))
-    assert_matches(_forward(cols, "looped"), reference.softmax(cols), torch.float16, "cols")
+    rows, cols = views_past_2_31(device)
+    assert_matches(
+        _forward(rows, "block"), reference.softmax(rows), torch.float16, "rows 2^30 apart"
+    )
+    assert_matches(
+        _forward(cols, "looped"), reference.softmax(cols), torch.float16, "cols 2^30 apart"
+    )
 
 
 def test_custom_op_schema_and_autograd_registration(device):

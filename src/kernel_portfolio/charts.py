@@ -4,8 +4,8 @@ A chart on the site is a ``<div class="kp-chart">`` that the site's own script
 (``docs/assets/kp/kp.js``) fills with ``Plotly.newPlot`` after a hard load and
 after every instant navigation. The figure itself travels as JSON: either a file
 next to the page (``data-src``, for generated pages) or inline in a
-``<script type="application/json">`` inside the div (for notebooks, which do not
-know where the site will put them). plotly.js is served once from the site's
+``<template class="kp-chart-figure">`` inside the div (for notebooks, which do
+not know where the site will put them). plotly.js is served once from the site's
 assets, never from a CDN and never inlined per figure. Every chart offers its
 data as a JSON download.
 
@@ -188,11 +188,14 @@ def chart_div(fig: go.Figure | None, name: str, *, src: str | None = None) -> st
             f'<div class="kp-chart" data-name="{html.escape(name)}" '
             f'data-src="{html.escape(src, quote=True)}"></div>'
         )
-    # "</" would end the script element early; JSON allows the escaped form.
-    payload = figure_json(fig).replace("</", "<\\/")
+    # An inert <template> (not a <script>: Material's instant navigation re-runs
+    # every script it swaps in); with <, > and & escaped the JSON holds no markup.
+    payload = (
+        figure_json(fig).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    )
     return (
         f'<div class="kp-chart" data-name="{html.escape(name)}">'
-        f'<script type="application/json">{payload}</script></div>'
+        f'<template class="kp-chart-figure">{payload}</template></div>'
     )
 
 

@@ -31,6 +31,16 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return torch.softmax(_f64(x), dim=dim)
 
 
+def softmax_backward(y: torch.Tensor, dy: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax's gradient from its output, in float64: ``y * (dy - sum(dy * y, dim))``.
+
+    It starts from the ``y`` a backward kernel is given (the rounded forward
+    output, as in PyTorch), so a comparison measures the backward alone.
+    """
+    y64, dy64 = _f64(y), _f64(dy)
+    return y64 * (dy64 - (dy64 * y64).sum(dim, keepdim=True))
+
+
 def rms_norm(
     x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6
 ) -> torch.Tensor:

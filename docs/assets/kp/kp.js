@@ -2,7 +2,7 @@
  * Charts of the Kernel Portfolio site.
  *
  * Every chart is a <div class="kp-chart"> holding its plotly figure as JSON,
- * either inline (<script type="application/json">, from notebooks) or in a
+ * either inline (<template class="kp-chart-figure">, from notebooks) or in a
  * file next to the page (data-src, from generated pages). This script draws
  * them with the site's own plotly.min.js (loaded once, only on pages that have
  * a chart) after a hard load and after every instant navigation, and offers
@@ -35,9 +35,9 @@
   }
 
   function readFigure(div) {
-    var inline = div.querySelector('script[type="application/json"]');
+    var inline = div.querySelector("template.kp-chart-figure");
     if (inline) {
-      return Promise.resolve(JSON.parse(inline.textContent));
+      return Promise.resolve(JSON.parse(inline.content.textContent));
     }
     var url = new URL(div.dataset.src, document.baseURI).href;
     return fetch(url).then(function (response) {

@@ -403,19 +403,29 @@ class ResultSet:
         self._errors: dict[str, str] = {}
         self._stale: dict[tuple[str, str], list[str]] = {}
         self._ids: list[str] | None = None
+        self._others: list[Path] = []
 
     def ids(self) -> list[str]:
-        """Ids of every benchmark results file (archive included), sorted.
+        """Ids of every benchmark results file (archive included), sorted."""
+        return self._split()[0]
 
-        A JSON file under ``results/`` with a top-level ``kind`` (such as the
-        Triton release matrix of the sm_120a case study) is another kind of
-        record: it cannot be quoted and is not a benchmark result.
+    def other_records(self) -> list[Path]:
+        """JSON files under ``results/`` that are another kind of record.
+
+        Such a file has a top-level ``kind`` (the Triton release matrix of the
+        sm_120a case study, say): it is committed evidence, copied into the
+        site, but not a benchmark result, so it cannot be quoted.
         """
+        return self._split()[1]
+
+    def _split(self) -> tuple[list[str], list[Path]]:
         from kernel_portfolio.results import result_id, result_paths
 
         if self._ids is None:
-            self._ids = [result_id(p) for p in result_paths(self.root) if not _other_kind(p)]
-        return self._ids
+            paths = result_paths(self.root)
+            self._ids = [result_id(p) for p in paths if not _other_kind(p)]
+            self._others = [p for p in paths if _other_kind(p)]
+        return self._ids, self._others
 
     def get(self, result_id: str):
         """The loaded result, or ``None`` with :meth:`error` saying why."""
@@ -494,7 +504,9 @@ def _figure_value(figure: Figure) -> float | None:
     value = float(m[0].replace(",", ""))
     unit = figure.text[m.end() :].strip(" -\u00a0\u202f\u2009").lower().replace("μ", "µ")
     if figure.kind == "time":
-        return value * (1e3 if unit.startswith("milli") else _TIME_US.get(unit[:1], 1.0))
+        if unit.startswith(("milli", "micro", "nano")):
+            return value * {"mi": 1e3, "mc": 1.0, "na": 1e-3}[unit[0] + unit[2]]
+        return value * _TIME_US.get(unit[:1], 1.0)
     if figure.kind == "bandwidth":
         return value * _PREFIX.get(unit[:1], 1.0)
     if figure.kind == "throughput":

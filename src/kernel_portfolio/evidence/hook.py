@@ -41,7 +41,7 @@ def on_page_markdown(markdown, page, config, files):
 
 
 def on_page_content(html, page, config, files):
-    return _build.on_page_content(html)
+    return _build.on_page_content(html, page, files)
 
 
 def on_post_page(output, page, config):

@@ -38,8 +38,10 @@ def _pointer(*parts: object) -> str:
 
 
 def _value(result_id: str, data: dict, unit: str, *path: object, scale: float = 1.0) -> str:
-    """An evidence value: the saved number at ``path`` (times ``scale``), formatted,
-    tied to its JSON pointer so the gate can check it."""
+    """An evidence value: the saved number at ``path`` (times ``scale``), formatted.
+
+    The span carries the JSON pointer of the number, so the gate can check it.
+    """
     node: object = data
     for part in path:
         node = node[part]  # type: ignore[index]
@@ -177,7 +179,7 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
                 + f" to read and write {_esc(data['copy_bandwidth'].get('bytes'))} bytes)",
             )
         )
-    lines += ["## Run", "", _table(["", ""], run_rows, header=False), ""]
+    lines += ["## Run", "", _table(None, run_rows), ""]
 
     files: list[GeneratedFile] = []
     stem = result_id.rsplit("/", 1)[-1]
@@ -315,25 +317,21 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
     return lines
 
 
-def _table(
-    headers: list[str], rows: Iterable[list[str]] | Iterable[tuple], header: bool = True
-) -> str:
+def _table(headers: list[str] | None, rows: Iterable[Iterable[str]]) -> str:
+    """An HTML table of cell HTML; without ``headers``, each row's first cell heads it."""
     out = ["<table>"]
-    if header:
+    if headers is not None:
         out.append(
             "<thead><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in headers) + "</tr></thead>"
         )
     out.append("<tbody>")
     for row in rows:
         cells = list(row)
-        if not header:
-            out.append(
-                f'<tr><th scope="row">{cells[0]}</th>'
-                + "".join(f"<td>{c}</td>" for c in cells[1:])
-                + "</tr>"
-            )
+        if headers is None:
+            first, cells = f'<th scope="row">{cells[0]}</th>', cells[1:]
         else:
-            out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+            first = ""
+        out.append("<tr>" + first + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
 

@@ -65,6 +65,30 @@ def strip_notebook_cdn(content: str) -> str:
     return _NB_MERMAID.sub("", _NB_MATHJAX.sub("", content))
 
 
+_DOC_LINK = re.compile(r'href="(?P<path>[^":#?]+\.(?:md|py|ipynb))(?P<anchor>#[^"]*)?"')
+
+
+def rewrite_notebook_links(content: str, page, files) -> str:
+    """Point a notebook's links to other pages (``../methodology.md``) at their URLs.
+
+    mkdocs resolves such links in Markdown pages; mkdocs-jupyter leaves them as
+    written. A link to a page that does not exist is logged as a warning, which
+    fails the strict build.
+    """
+    here = posixpath.dirname(page.file.src_uri)
+
+    def resolve(m: re.Match) -> str:
+        target = files.get_file_from_path(posixpath.normpath(posixpath.join(here, m["path"])))
+        if target is None or target.page is None:
+            log.warning(
+                "Doc file '%s' links to '%s', which is not a page", page.file.src_uri, m["path"]
+            )
+            return m[0]
+        return f'href="{target.url_relative_to(page.file)}{m["anchor"] or ""}"'
+
+    return _DOC_LINK.sub(resolve, content)
+
+
 def expand_nav(nav: list, uris: list[str]) -> list:
     """Replace each glob entry of ``nav`` with the matching pages, in name order.
 
@@ -149,10 +173,9 @@ class SiteBuild:
             self.generated += pages.evidence_page(result_id, data, stale)
             raw_json, raw_log = pages.raw_names(result_id, data)
             self.copies.append((raw_json, Path(result.path)))
-            log_path = Path(result.path).with_name(
-                data.get("log") or Path(result.path).stem + ".log"
-            )
-            if log_path.is_file():
+            log_path = Path(result.path).with_name(data["log"]) if raw_log else None
+            if log_path is not None and log_path.is_file():
+                # (a log named but missing leaves the page's link broken: strict fails on it)
                 self.copies.append((raw_log, log_path))
             index_entries.append((result_id, data, len(stale)))
             if not result_id.startswith("archive/"):
@@ -171,10 +194,13 @@ class SiteBuild:
         }
         for notebook in sorted((self.root / "case_studies").glob("*.py")):
             self.copies.append((f"case-studies/{notebook.name}", notebook))
-        # Committed evidence that is not a results file ("kind" set, so no
-        # evidence page): the sm_120a case study links to these raw copies.
-        for raw in sorted((self.root / "results" / "triton-releases").glob("matrix.*")):
-            self.copies.append((f"evidence/triton-releases/{raw.name}", raw))
+        # Other committed records (with their logs) are copied as raw evidence,
+        # e.g. results/triton-releases/matrix.json -> evidence/triton-releases/matrix.json.
+        base = self.root / "results"
+        for record in results.other_records():
+            for path in (record, record.with_suffix(".log")):
+                if path.is_file():
+                    self.copies.append((f"evidence/{path.relative_to(base).as_posix()}", path))
         plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
         self.copies.append(("assets/kp/plotly.min.js", plotly_js))
 
@@ -216,8 +242,10 @@ class SiteBuild:
             markdown = markdown.replace(marker, text)
         return markdown
 
-    def on_page_content(self, content: str) -> str:
-        return strip_notebook_cdn(content)
+    def on_page_content(self, content: str, page, files) -> str:
+        if not str(page.file.abs_src_path or "").endswith((".py", ".ipynb")):
+            return content
+        return rewrite_notebook_links(strip_notebook_cdn(content), page, files)
 
     def on_post_page(self, output: str, page) -> str:
         self.sources.setdefault(page.url, page.file.src_uri)

@@ -24,9 +24,17 @@ Two kernels, chosen by the launcher:
   all three tensors, and passes at most four dimensions' sizes and strides.
   Only when more than four dimensions remain after merging (a rare 5-D or
   wider layout) does the launcher make one documented copy: it materialises
-  both operands contiguously in the output shape and takes the flat kernel.
+  both operands in the output's layout and takes the flat kernel.
 
 Every offset is computed in int64, so tensors past 2^31 elements are fine.
+
+Specialisation: sizes that change with the batch (``n_elements``; the
+strided kernel's row count and outer sizes) are runtime arguments excluded
+from Triton's integer specialisation, so a new batch size compiles nothing
+new, and under ``torch.compile`` with dynamic shapes it adds no guard beyond
+the layout checks. The strided kernel's column count and strides stay
+specialised: a unit stride known at compile time is what makes its loads
+16-byte vectors.
 
 Backward: ``dx = dout`` summed over the dimensions along which ``x`` was
 broadcast (``sum_to_size``), and the same for ``y``; only the gradients that
@@ -210,7 +218,12 @@ def _launch_add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
     sx, sy, so = ([0] * pad + s for s in (sx, sy, so))
     n_cols = sizes[-1]
     n_rows = sizes[0] * sizes[1] * sizes[2]
-    block_c = min(triton.next_power_of_2(n_cols), STRIDED_TILE)
+    # Columns per tile: the power of two covering the row, at most the whole
+    # tile. A loop of comparisons, not bit tricks, so that a symbolic size under
+    # torch.compile turns into a range guard.
+    block_c = 1
+    while block_c < n_cols and block_c < STRIDED_TILE:
+        block_c *= 2
     block_r = STRIDED_TILE // block_c
     grid = (triton.cdiv(n_rows, block_r) * triton.cdiv(n_cols, block_c),)
     wrap_triton(_add_strided_kernel)[grid](

@@ -37,12 +37,19 @@ config lists (``TMA_CONFIGS``, ``POINTER_CONFIGS``). The tuning key holds
 ``N``, the layout and dtype, and ``M`` and ``K`` rounded up to a power of two
 (``_bucket``): the batch dimension of a linear layer is ``M`` in the forward
 product and in ``dA``, and ``K`` in ``dB``, so a new batch size inside the
-same bucket reuses the tuned config instead of tuning again, and under
-``torch.compile`` with dynamic shapes it adds no recompilation (the bucket
-becomes a range guard). ``M``, ``N`` and ``K`` are excluded from Triton's
-integer specialisation (``do_not_specialize``), so a new size never compiles
-a new kernel either; the strides of the pointer kernel stay specialised,
-because a unit stride known at compile time is what turns loads into vectors.
+same bucket reuses the tuned config instead of tuning again. Under
+``torch.compile`` with dynamic shapes the bucket becomes a range guard: a new
+batch size inside it reuses the compiled graph, one in another bucket
+compiles (and tunes) once more.
+
+Triton also compiles a variant per integer argument class (equal to 1, a
+multiple of 16, other). The Hopper kernel opts every size and stride out of
+that (``do_not_specialize``): its tiles move through descriptors, nothing
+gains from the knowledge, and one binary serves every shape of a dtype and
+layout. The pointer kernel opts out only ``M``: ``N``, ``K`` and the strides
+stay specialised, because a multiple of 16 and a unit stride known at
+compile time are what turn its masked loads into 16-byte ``cp.async``
+copies (without them it falls back to 2-byte loads).
 
 Backward: ``dA = dC @ B^T`` and ``dB = A^T @ dC``, each through the same
 kernels with the transposed operand read in place, computing only the
@@ -80,7 +87,7 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     return first_m + local % group_rows, local // group_rows
 
 
-@triton.jit(do_not_specialize=["M", "N", "K", "M_BUCKET", "K_BUCKET"])
+@triton.jit(do_not_specialize=["M", "M_BUCKET", "K_BUCKET"])
 def _matmul_kernel(
     a_ptr,
     b_ptr,

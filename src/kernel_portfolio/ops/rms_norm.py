@@ -2,11 +2,11 @@
 
 Math, per row of ``N`` elements, with float32 statistics:
 
-.. code-block:: text
-
-    h    = x + residual                 (residual_rms_norm only)
-    rstd = 1 / sqrt(mean(h * h) + eps)
-    y    = h * rstd * weight
+```text
+h    = x + residual                 (residual_rms_norm only)
+rstd = 1 / sqrt(mean(h * h) + eps)
+y    = h * rstd * weight
+```
 
 Rounding. ``h`` is computed in float32 and rounded once to the input dtype: it
 is the residual stream the caller keeps, so it is stored, and normalised, in
@@ -16,12 +16,12 @@ references in :mod:`kernel_portfolio.reference` round at exactly these places.
 
 Backward, with ``g = dy * weight`` (``g = dy`` without a weight):
 
-.. code-block:: text
-
-    dh      = rstd * (g - h * rstd**2 * mean(g * h))
-    dx      = dh  (+ the upstream gradient of h, for residual_rms_norm;
-                   the residual gets the same gradient as x)
-    dweight = sum over rows of dy * h * rstd
+```text
+dh      = rstd * (g - h * rstd**2 * mean(g * h))
+dx      = dh  (+ the upstream gradient of h, for residual_rms_norm;
+               the residual gets the same gradient as x)
+dweight = sum over rows of dy * h * rstd
+```
 
 ``rstd`` (float32, one per row) is saved by the forward pass for the backward.
 ``dweight`` is deterministic: no atomics. Each backward program accumulates a
@@ -29,20 +29,26 @@ float32 partial ``dweight`` over a fixed set of rows (at most
 ``BWD_PROGRAMS_PER_SM`` partial rows per SM), and a second kernel sums the
 partial rows in a fixed order.
 
-Memory traffic for ``M`` rows of ``N`` elements of ``E`` bytes (``rstd``,
-``weight`` and the ``dweight`` partials are O(M + N) and left out):
+Memory traffic for ``M`` rows of ``N`` elements of ``E`` bytes, leaving out
+``rstd`` (4 bytes a row), ``weight`` and, in the backward, the float32
+``dweight`` partials (at most ``BWD_PROGRAMS_PER_SM`` rows of ``N`` per SM,
+written once and read once):
 
-.. code-block:: text
+```text
+plan           rms_norm fwd   residual fwd   bwd            bwd with dh
+block          2*M*N*E        4*M*N*E        3*M*N*E        4*M*N*E
+looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
+```
 
-    plan           rms_norm fwd   residual fwd   bwd            bwd with dh
-    block          2*M*N*E        4*M*N*E        3*M*N*E        4*M*N*E
-    looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
-
-* ``block``: one program per row holds the row in registers; every byte is
-  read once and written once (forward: read ``x`` (+ ``residual``), write
-  ``y`` (+ ``h``); backward: read ``dy``, ``h`` (+ ``dh``), write ``dx``).
-* ``looped``: one program per row walks it in chunks, first summing squares
-  (and writing ``h``), then re-reading ``h`` (or ``x``) to write ``y``.
+* ``block``: a program holds a whole row (and the weight) in registers;
+  every byte is read once and written once (forward: read ``x``
+  (+ ``residual``), write ``y`` (+ ``h``); backward: read ``dy``, ``h``
+  (+ ``dh``), write ``dx``).
+* ``looped``: a program walks a row in chunks, first summing squares (and
+  writing ``h``), then re-reading ``h`` (or ``x``) to write ``y``.
+* The forward of both is a persistent grid
+  (:func:`kernel_portfolio.plans.persistent_programs`): program ``p`` of
+  ``P`` takes rows ``p, p + P, ...``.
 * ``split``: few wide rows; several programs share a row. A first kernel
   writes partial sums of squares, a second merges a row's partials in a fixed
   order and writes its slice of ``y``.
@@ -51,32 +57,48 @@ Memory traffic for ``M`` rows of ``N`` elements of ``E`` bytes (``rstd``,
   each, its rows, so that the partial ``dweight`` of a chunk stays in
   registers. ``dy`` and ``h`` are therefore read twice.
 
-Specialisation. Compile-time values are the dtypes, ``HAS_RESIDUAL``,
-``HAS_WEIGHT``, ``HAS_DH``, ``BLOCK``, ``ONE_CHUNK`` and ``num_warps`` (all
-fixed by the row width and the plan), plus Triton's default specialisation of
-``n_cols`` and the strides (a value of 1, or divisibility by 16), kept on
-purpose: a unit column stride and 16-divisible row strides are what let Triton
-emit 16-byte vector loads, and they do not depend on the row count. Everything
-that does depend on the row count is a runtime argument marked
-``do_not_specialize`` (``n_rows``, the split width, the number of partial
-rows), and ``eps`` is a float, which Triton never specialises. So a new batch
-size reuses the compiled kernels; only ``plan="auto"`` switching between the
-``looped`` and ``split`` kernels for rows wider than the block limit compiles
-the other kernel, once.
+Specialisation, as in the other row operators. Compile-time values: the
+dtypes, ``HAS_RESIDUAL``, ``HAS_WEIGHT``, ``HAS_DH``, ``ONE_CHUNK``, ``BLOCK``
+and ``num_warps`` (fixed by the plan), and ``VEC``
+(:func:`kernel_portfolio.plans.vec_width`: the 16-byte vector width the row
+width and row strides allow). Runtime arguments that Triton is told not to
+specialise (``do_not_specialize``): the row count, the row width, the row
+strides, the chunks per split slice and the number of partial rows; ``eps`` is
+a float, which Triton never specialises. Column strides keep Triton's default
+specialisation (a stride of 1 compiles to contiguous vector loads). So a new
+batch size reuses the compiled kernels; only ``plan="auto"`` switching between
+the ``looped`` and ``split`` kernels for rows wider than the block limit
+compiles the other kernel, once.
+
+Strides. Inputs of any strides are read in place through their row and
+column strides whenever the leading dimensions collapse into one row stride;
+otherwise :func:`kernel_portfolio.plans.as_rows` copies once. A strided
+``weight`` is made contiguous (``N`` elements). Row offsets, and column
+offsets times a column stride, are computed in int64.
 """
 
 from __future__ import annotations
-
-import contextlib
-import math
 
 import torch
 import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
-from kernel_portfolio.contracts import check_eps, check_same, check_tensor
-from kernel_portfolio.plans import MAX_SPLITS, RowPlan, as_rows, choose, sm_count, split_segments
+from kernel_portfolio import plans
+from kernel_portfolio.contracts import check_eps, check_same, check_tensor, device_guard
+
+#: Runtime arguments Triton must not specialise (see the module docstring).
+_RUNTIME_ARGS = [
+    "n_rows",
+    "n_cols",
+    "chunks_per_split",
+    "n_parts",
+    "stride_xm",
+    "stride_rm",
+    "stride_dym",
+    "stride_hm",
+    "stride_dhm",
+]
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -84,103 +106,78 @@ from kernel_portfolio.plans import MAX_SPLITS, RowPlan, as_rows, choose, sm_coun
 
 
 @triton.jit
-def _load_h(
-    x_ptr,
-    r_ptr,
-    h_ptr,
-    row,
-    cols,
-    mask,
-    n_cols,
-    stride_xm,
-    stride_xn,
-    stride_rm,
-    stride_rn,
-    HAS_RESIDUAL: tl.constexpr,
-):
+def _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL: tl.constexpr):
     """One chunk of ``h`` as float32; with a residual, also store ``h`` (input dtype)."""
     cols64 = cols.to(tl.int64)
-    h = tl.load(x_ptr + row * stride_xm + cols64 * stride_xn, mask=mask, other=0.0)
+    h = tl.load(x_row + cols64 * stride_xn, mask=mask, other=0.0)
     if HAS_RESIDUAL:
-        r = tl.load(r_ptr + row * stride_rm + cols64 * stride_rn, mask=mask, other=0.0)
-        h = (h.to(tl.float32) + r.to(tl.float32)).to(h_ptr.dtype.element_ty)
-        tl.store(h_ptr + row * n_cols + cols, h, mask=mask)
+        r = tl.load(r_row + cols64 * stride_rn, mask=mask, other=0.0)
+        h = (h.to(tl.float32) + r.to(tl.float32)).to(h_row.dtype.element_ty)
+        tl.store(h_row + cols, h, mask=mask)
     return h.to(tl.float32)
 
 
 @triton.jit
 def _sum_squares(
-    x_ptr,
-    r_ptr,
-    h_ptr,
-    row,
+    x_row,
+    r_row,
+    h_row,
+    stride_xn,
+    stride_rn,
     start,
     end,
     n_cols,
-    stride_xm,
-    stride_xn,
-    stride_rm,
-    stride_rn,
     HAS_RESIDUAL: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """First pass over columns ``[start, end)`` of a row: the sum of ``h * h``."""
+    """First pass over the chunks in ``[start, end)``: the sum of ``h * h``."""
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
-        h = _load_h(
-            x_ptr,
-            r_ptr,
-            h_ptr,
-            row,
-            cols,
-            cols < end,
-            n_cols,
-            stride_xm,
-            stride_xn,
-            stride_rm,
-            stride_rn,
-            HAS_RESIDUAL,
-        )
+        h = _load_h(x_row, r_row, h_row, cols, cols < n_cols, stride_xn, stride_rn, HAS_RESIDUAL)
         acc += h * h
     return tl.sum(acc, axis=0)
 
 
 @triton.jit
-def _store_y(h, rstd, w_ptr, y_ptr, row, cols, mask, n_cols, HAS_WEIGHT: tl.constexpr):
-    """Write ``h * rstd * weight`` for one chunk, rounded once to the output dtype."""
-    y = h * rstd
-    if HAS_WEIGHT:
-        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
 def _normalise(
-    x_ptr,
-    h_ptr,
+    x_row,
+    stride_xn,
+    h_row,
     w_ptr,
-    y_ptr,
-    row,
+    y_row,
+    rstd,
     start,
     end,
-    rstd,
     n_cols,
-    stride_xm,
-    stride_xn,
     HAS_RESIDUAL: tl.constexpr,
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """Second pass over columns ``[start, end)``: re-read ``h`` (stored, or ``x``), write ``y``."""
+    """Second pass over ``[start, end)``: re-read ``h`` (stored, or ``x``), write ``y``."""
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
-        mask = cols < end
+        mask = cols < n_cols
         if HAS_RESIDUAL:
-            h = tl.load(h_ptr + row * n_cols + cols, mask=mask, other=0.0)
+            h = tl.load(h_row + cols, mask=mask, other=0.0)
         else:
-            h = tl.load(x_ptr + row * stride_xm + cols.to(tl.int64) * stride_xn, mask=mask)
-        _store_y(h.to(tl.float32), rstd, w_ptr, y_ptr, row, cols, mask, n_cols, HAS_WEIGHT)
+            h = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0)
+        y = h.to(tl.float32) * rstd
+        if HAS_WEIGHT:
+            y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _slice(chunks_per_split, n_cols, BLOCK: tl.constexpr):
+    """Columns ``[start, end)`` of this program's slice (grid axis 1) of a row.
+
+    Slices are whole chunks, so ``start`` is a multiple of ``BLOCK``: the
+    compiler can prove every chunk aligned (16-byte vectors), and a chunk
+    reaches past ``end`` only at the row's end, so ``cols < n_cols`` masks it.
+    """
+    start = tl.program_id(1) * chunks_per_split * BLOCK
+    return start, tl.minimum(start + chunks_per_split * BLOCK, n_cols)
 
 
 @triton.jit
@@ -190,7 +187,7 @@ def _merge(partials_ptr, n_partials, MAX_PARTIALS: tl.constexpr):
     return tl.sum(tl.load(partials_ptr + idx, mask=idx < n_partials, other=0.0), axis=0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _fwd_kernel(
     x_ptr,
     r_ptr,
@@ -198,6 +195,7 @@ def _fwd_kernel(
     y_ptr,
     h_ptr,
     rstd_ptr,
+    n_rows,
     n_cols,
     stride_xm,
     stride_xn,
@@ -208,111 +206,99 @@ def _fwd_kernel(
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
+    VEC: tl.constexpr,
 ):
-    """Block and looped plans: one program per row.
+    """Block and looped plans; a persistent grid: program ``p`` takes rows ``p, p + P, ...``.
 
-    ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row in registers; otherwise
-    the row is walked twice, re-reading ``h`` from the ``h`` output (residual)
-    or from ``x``.
+    ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row, and the weight, in
+    registers; otherwise the row is walked twice, re-reading ``h`` from the
+    ``h`` output (residual) or from ``x``.
     """
-    row = tl.program_id(0).to(tl.int64)
+    # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_rm = stride_rm // VEC * VEC
     if ONE_CHUNK:
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
-        h = _load_h(
-            x_ptr,
-            r_ptr,
-            h_ptr,
-            row,
-            cols,
-            mask,
-            n_cols,
-            stride_xm,
-            stride_xn,
-            stride_rm,
-            stride_rn,
-            HAS_RESIDUAL,
-        )
-        rstd = tl.rsqrt(tl.sum(h * h, axis=0) / n_cols + eps)
-        _store_y(h, rstd, w_ptr, y_ptr, row, cols, mask, n_cols, HAS_WEIGHT)
-    else:
-        ss = _sum_squares(
-            x_ptr,
-            r_ptr,
-            h_ptr,
-            row,
-            0,
-            n_cols,
-            n_cols,
-            stride_xm,
-            stride_xn,
-            stride_rm,
-            stride_rn,
-            HAS_RESIDUAL,
-            BLOCK,
-        )
-        rstd = tl.rsqrt(ss / n_cols + eps)
-        if HAS_RESIDUAL:
-            # The second pass re-reads h that other threads of this program stored.
-            tl.debug_barrier()
-        _normalise(
-            x_ptr,
-            h_ptr,
-            w_ptr,
-            y_ptr,
-            row,
-            0,
-            n_cols,
-            rstd,
-            n_cols,
-            stride_xm,
-            stride_xn,
-            HAS_RESIDUAL,
-            HAS_WEIGHT,
-            BLOCK,
-        )
-    tl.store(rstd_ptr + row, rstd)
+        if HAS_WEIGHT:
+            w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
+        x_row = x_ptr + row64 * stride_xm
+        r_row = r_ptr + row64 * stride_rm
+        h_row = h_ptr + row64 * n_cols
+        y_row = y_ptr + row64 * n_cols
+        if ONE_CHUNK:
+            h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL)
+            rstd = tl.rsqrt(tl.sum(h * h, axis=0) / n_cols + eps)
+            y = h * rstd
+            if HAS_WEIGHT:
+                y = y * w
+            tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+        else:
+            ss = _sum_squares(
+                x_row, r_row, h_row, stride_xn, stride_rn, 0, n_cols, n_cols, HAS_RESIDUAL, BLOCK
+            )
+            rstd = tl.rsqrt(ss / n_cols + eps)
+            if HAS_RESIDUAL:
+                # The second pass re-reads h that other threads of this program stored.
+                tl.debug_barrier()
+            _normalise(
+                x_row,
+                stride_xn,
+                h_row,
+                w_ptr,
+                y_row,
+                rstd,
+                0,
+                n_cols,
+                n_cols,
+                HAS_RESIDUAL,
+                HAS_WEIGHT,
+                BLOCK,
+            )
+        tl.store(rstd_ptr + row64, rstd)
 
 
-@triton.jit(do_not_specialize=["cols_per_split"])
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _fwd_partial_kernel(
     x_ptr,
     r_ptr,
     h_ptr,
     ss_ptr,
     n_cols,
-    cols_per_split,
+    chunks_per_split,
     stride_xm,
     stride_xn,
     stride_rm,
     stride_rn,
     HAS_RESIDUAL: tl.constexpr,
     BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
 ):
-    """Split plan, first kernel: program ``(row, s)`` sums squares over its slice."""
-    row = tl.program_id(0).to(tl.int64)
-    split = tl.program_id(1)
-    start = split * cols_per_split
-    end = tl.minimum(start + cols_per_split, n_cols)
+    """Split plan, kernel 1: program ``(row, s)`` sums squares over slice ``s`` (and writes h)."""
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_rm = stride_rm // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64)
+    start, end = _slice(chunks_per_split, n_cols, BLOCK)
     ss = _sum_squares(
-        x_ptr,
-        r_ptr,
-        h_ptr,
-        row,
+        x_ptr + row64 * stride_xm,
+        r_ptr + row64 * stride_rm,
+        h_ptr + row64 * n_cols,
+        stride_xn,
+        stride_rn,
         start,
         end,
         n_cols,
-        stride_xm,
-        stride_xn,
-        stride_rm,
-        stride_rn,
         HAS_RESIDUAL,
         BLOCK,
     )
-    tl.store(ss_ptr + row * tl.num_programs(1) + split, ss)
+    tl.store(ss_ptr + row64 * tl.num_programs(1) + tl.program_id(1), ss)
 
 
-@triton.jit(do_not_specialize=["cols_per_split"])
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _fwd_split_kernel(
     x_ptr,
     w_ptr,
@@ -321,36 +307,35 @@ def _fwd_split_kernel(
     ss_ptr,
     rstd_ptr,
     n_cols,
-    cols_per_split,
+    chunks_per_split,
     stride_xm,
     stride_xn,
     eps,
     HAS_RESIDUAL: tl.constexpr,
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
 ):
-    """Split plan, second kernel: merge the row's partial sums, write the slice of ``y``."""
-    row = tl.program_id(0).to(tl.int64)
-    split = tl.program_id(1)
+    """Split plan, kernel 2: merge the row's partial sums, write slice ``s`` of ``y``."""
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64)
     splits = tl.num_programs(1)
-    rstd = tl.rsqrt(_merge(ss_ptr + row * splits, splits, MAX_PARTIALS) / n_cols + eps)
-    if split == 0:
-        tl.store(rstd_ptr + row, rstd)
-    start = split * cols_per_split
-    end = tl.minimum(start + cols_per_split, n_cols)
+    rstd = tl.rsqrt(_merge(ss_ptr + row64 * splits, splits, MAX_PARTIALS) / n_cols + eps)
+    if tl.program_id(1) == 0:
+        tl.store(rstd_ptr + row64, rstd)
+    start, end = _slice(chunks_per_split, n_cols, BLOCK)
     _normalise(
-        x_ptr,
-        h_ptr,
+        x_ptr + row64 * stride_xm,
+        stride_xn,
+        h_ptr + row64 * n_cols,
         w_ptr,
-        y_ptr,
-        row,
+        y_ptr + row64 * n_cols,
+        rstd,
         start,
         end,
-        rstd,
         n_cols,
-        stride_xm,
-        stride_xn,
         HAS_RESIDUAL,
         HAS_WEIGHT,
         BLOCK,
@@ -358,58 +343,50 @@ def _fwd_split_kernel(
 
 
 @triton.jit
-def _load_grad(
-    dy_ptr,
-    h_ptr,
-    row,
-    cols,
-    mask,
-    stride_dym,
-    stride_dyn,
-    stride_hm,
-    stride_hn,
-):
+def _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn):
     """One chunk of ``dy`` and ``h``, as float32."""
     cols64 = cols.to(tl.int64)
-    dy = tl.load(dy_ptr + row * stride_dym + cols64 * stride_dyn, mask=mask, other=0.0)
-    h = tl.load(h_ptr + row * stride_hm + cols64 * stride_hn, mask=mask, other=0.0)
+    dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0)
+    h = tl.load(h_row + cols64 * stride_hn, mask=mask, other=0.0)
     return dy.to(tl.float32), h.to(tl.float32)
 
 
-@triton.jit(do_not_specialize=["cols_per_split"])
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _bwd_dot_kernel(
     dy_ptr,
     h_ptr,
     w_ptr,
     dot_ptr,
     n_cols,
-    cols_per_split,
+    chunks_per_split,
     stride_dym,
     stride_dyn,
     stride_hm,
     stride_hn,
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
 ):
-    """Looped/split backward, first kernel: program ``(row, s)`` sums ``g * h`` over its slice."""
-    row = tl.program_id(0).to(tl.int64)
-    split = tl.program_id(1)
-    start = split * cols_per_split
-    end = tl.minimum(start + cols_per_split, n_cols)
+    """Looped/split backward, kernel 1: program ``(row, s)`` sums ``g * h`` over slice ``s``."""
+    n_cols = n_cols // VEC * VEC
+    stride_dym = stride_dym // VEC * VEC
+    stride_hm = stride_hm // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64)
+    dy_row = dy_ptr + row64 * stride_dym
+    h_row = h_ptr + row64 * stride_hm
+    start, end = _slice(chunks_per_split, n_cols, BLOCK)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
-        mask = cols < end
-        dy, h = _load_grad(
-            dy_ptr, h_ptr, row, cols, mask, stride_dym, stride_dyn, stride_hm, stride_hn
-        )
+        mask = cols < n_cols
+        dy, h = _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn)
         if HAS_WEIGHT:
             dy = dy * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         acc += dy * h
-    tl.store(dot_ptr + row * tl.num_programs(1) + split, tl.sum(acc, axis=0))
+    tl.store(dot_ptr + row64 * tl.num_programs(1) + tl.program_id(1), tl.sum(acc, axis=0))
 
 
-@triton.jit(do_not_specialize=["n_rows", "cols_per_split"])
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _bwd_kernel(
     dy_ptr,
     h_ptr,
@@ -421,7 +398,7 @@ def _bwd_kernel(
     dw_part_ptr,
     n_rows,
     n_cols,
-    cols_per_split,
+    chunks_per_split,
     stride_dym,
     stride_dyn,
     stride_hm,
@@ -432,6 +409,7 @@ def _bwd_kernel(
     HAS_DH: tl.constexpr,
     BLOCK: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
+    VEC: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
 ):
     """Backward: ``dx`` for every row, and one float32 partial ``dweight`` row per program.
@@ -443,47 +421,63 @@ def _bwd_kernel(
     the row in registers; otherwise it merges the partials of
     ``_bwd_dot_kernel``.
     """
+    n_cols = n_cols // VEC * VEC
+    stride_dym = stride_dym // VEC * VEC
+    stride_hm = stride_hm // VEC * VEC
+    stride_dhm = stride_dhm // VEC * VEC
     part = tl.program_id(0)
     n_parts = tl.num_programs(0)
-    split = tl.program_id(1)
     splits = tl.num_programs(1)
-    start = split * cols_per_split
-    end = tl.minimum(start + cols_per_split, n_cols)
+    start, end = _slice(chunks_per_split, n_cols, BLOCK)
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
-        mask = cols < end
+        mask = cols < n_cols
         if HAS_WEIGHT:
             w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         dw = tl.zeros([BLOCK], dtype=tl.float32)
-        for r in range(part, n_rows, n_parts):
-            row = tl.cast(r, tl.int64)  # the interpreter yields a Python int here
+        for row in tl.range(part, n_rows, n_parts):
+            row64 = tl.cast(row, tl.int64)
             dy, h = _load_grad(
-                dy_ptr, h_ptr, row, cols, mask, stride_dym, stride_dyn, stride_hm, stride_hn
+                dy_ptr + row64 * stride_dym,
+                h_ptr + row64 * stride_hm,
+                cols,
+                mask,
+                stride_dyn,
+                stride_hn,
             )
-            rstd = tl.load(rstd_ptr + row)
+            rstd = tl.load(rstd_ptr + row64)
             g = dy
             if HAS_WEIGHT:
                 g = dy * w
             if ONE_CHUNK:
                 mean_gh = tl.sum(g * h, axis=0) / n_cols
             else:
-                mean_gh = _merge(dot_ptr + row * splits, splits, MAX_PARTIALS) / n_cols
+                mean_gh = _merge(dot_ptr + row64 * splits, splits, MAX_PARTIALS) / n_cols
             dx = rstd * (g - h * (rstd * rstd * mean_gh))
             if HAS_DH:
-                dh_offs = row * stride_dhm + cols.to(tl.int64) * stride_dhn
-                dx += tl.load(dh_ptr + dh_offs, mask=mask, other=0.0).to(tl.float32)
-            tl.store(dx_ptr + row * n_cols + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+                dh_row = dh_ptr + row64 * stride_dhm
+                dx += tl.load(dh_row + cols.to(tl.int64) * stride_dhn, mask=mask, other=0.0).to(
+                    tl.float32
+                )
+            tl.store(dx_ptr + row64 * n_cols + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
             if HAS_WEIGHT:
                 dw += dy * h * rstd
         if HAS_WEIGHT:
             tl.store(dw_part_ptr + part.to(tl.int64) * n_cols + cols, dw, mask=mask)
 
 
-@triton.jit(do_not_specialize=["n_parts"])
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _dw_reduce_kernel(
-    part_ptr, dw_ptr, n_parts, n_cols, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr
+    part_ptr,
+    dw_ptr,
+    n_parts,
+    n_cols,
+    BLOCK_P: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     """``dweight = sum of the n_parts partial rows``, in a fixed order, in float32."""
+    n_cols = n_cols // VEC * VEC
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
     acc = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -499,8 +493,9 @@ def _dw_reduce_kernel(
 # Launchers
 # ---------------------------------------------------------------------------
 
-#: Backward programs (hence float32 partial ``dweight`` rows) per SM. Few, so
-#: the partials stay small next to ``dy`` and ``h``; a first guess that the
+#: Backward programs (hence float32 partial ``dweight`` rows) per SM: fewer
+#: than :func:`kernel_portfolio.plans.persistent_programs` gives the forward,
+#: so the partials stay small next to ``dy`` and ``h``. A first guess that the
 #: RMSNorm benchmarks will revisit.
 BWD_PROGRAMS_PER_SM = 2
 #: Elements per tile of the ``dweight`` reduction, and its warps.
@@ -508,35 +503,11 @@ REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
 
 
-def _on_device(t: torch.Tensor):
-    """Make ``t``'s GPU current: Triton launches on the current device, not the tensor's."""
-    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
-
-
-def _plan_args(plan: object) -> tuple[str, int, int, int]:
-    """``plan`` as custom-op arguments: a RowPlan's fields, or a name and zeros."""
-    if isinstance(plan, RowPlan):
-        return plan.kind, plan.block, plan.num_warps, plan.splits
-    if isinstance(plan, str):
-        return plan, 0, 0, 0
-    raise TypeError(f"plan must be a str or a RowPlan, got {type(plan).__name__}")
-
-
-def _resolve_plan(x: torch.Tensor, kind: str, block: int, num_warps: int, splits: int) -> RowPlan:
-    """The RowPlan for a 2-D ``x`` from :func:`_plan_args` output (``block == 0``: a name)."""
-    plan = kind if block == 0 else RowPlan(kind, block, num_warps, splits)
-    n_rows, n_cols = x.shape[0], int(x.shape[1])  # the width fixes constexprs: specialise
-    return choose(
-        n_rows, n_cols, elem_bytes=x.element_size(), sm_count=sm_count(x.device), plan=plan
-    )
-
-
-def _split_width(n_cols: int, plan: RowPlan) -> tuple[int, int]:
-    """``(columns per slice, slices per row)``: one slice, the whole row, unless split."""
+def _split(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
+    """``(chunks per slice, slices per row)``: one slice, the whole row, unless split."""
     if plan.kind != "split":
-        return triton.cdiv(n_cols, plan.block) * plan.block, 1
-    per_program, n_split = split_segments(n_cols, plan)
-    return per_program * plan.block, n_split
+        return triton.cdiv(n_cols, plan.block), 1
+    return plans.split_segments(n_cols, plan)
 
 
 def _forward(
@@ -544,60 +515,56 @@ def _forward(
     residual: torch.Tensor | None,
     weight: torch.Tensor | None,
     eps: float,
-    plan: RowPlan,
+    plan: plans.RowPlan,
     y: torch.Tensor,
     h: torch.Tensor | None,
     rstd: torch.Tensor,
 ) -> None:
     """Write ``y``, ``h`` (with a residual) and ``rstd`` for a 2-D ``x`` of any strides.
 
+    ``residual`` has ``x``'s shape (any strides); ``weight`` is contiguous.
     ``y`` and ``h`` must be contiguous ``x.shape`` tensors of ``x``'s dtype and
-    ``rstd`` a float32 ``(n_rows,)`` tensor; the custom ops pass fresh ones,
-    tests pass NaN-poisoned ones. Unused pointers get ``x``, never read.
+    ``rstd`` a float32 ``(n_rows,)`` tensor: the custom ops pass fresh ones,
+    tests NaN-poisoned ones. Unused pointers get ``x``; they are never read.
     """
-    n_rows, n_cols = x.shape[0], int(x.shape[1])  # the width fixes constexprs: specialise
+    n_rows, n_cols = x.shape
     if n_rows == 0 or n_cols == 0:
         return
     has_res = residual is not None
     res = residual if has_res else x
     hh = h if has_res else y
     w = weight if weight is not None else x
-    flags = dict(HAS_RESIDUAL=has_res, BLOCK=plan.block, num_warps=plan.num_warps)
-    with _on_device(x):
+    strides = (x.stride(0), x.stride(1), res.stride(0), res.stride(1))
+    consts = {
+        "HAS_RESIDUAL": has_res,
+        "BLOCK": plan.block,
+        "VEC": plans.vec_width(x.element_size(), n_cols, (x.stride(0), res.stride(0))),
+        "num_warps": plan.num_warps,
+    }
+    with device_guard(x):
         if plan.kind != "split":
-            wrap_triton(_fwd_kernel)[(n_rows,)](
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
+            wrap_triton(_fwd_kernel)[grid](
                 x,
                 res,
                 w,
                 y,
                 hh,
                 rstd,
+                n_rows,
                 n_cols,
-                x.stride(0),
-                x.stride(1),
-                res.stride(0),
-                res.stride(1),
+                *strides,
                 eps,
                 HAS_WEIGHT=weight is not None,
                 ONE_CHUNK=plan.block >= n_cols,
-                **flags,
+                **consts,
             )
             return
-        cols_per_split, n_split = _split_width(n_cols, plan)
+        chunks_per_split, n_split = _split(n_cols, plan)
         ss = torch.empty((n_rows, n_split), dtype=torch.float32, device=x.device)
         grid = (n_rows, n_split)
         wrap_triton(_fwd_partial_kernel)[grid](
-            x,
-            res,
-            hh,
-            ss,
-            n_cols,
-            cols_per_split,
-            x.stride(0),
-            x.stride(1),
-            res.stride(0),
-            res.stride(1),
-            **flags,
+            x, res, hh, ss, n_cols, chunks_per_split, *strides, **consts
         )
         wrap_triton(_fwd_split_kernel)[grid](
             x,
@@ -607,13 +574,12 @@ def _forward(
             ss,
             rstd,
             n_cols,
-            cols_per_split,
-            x.stride(0),
-            x.stride(1),
+            chunks_per_split,
+            *strides[:2],
             eps,
             HAS_WEIGHT=weight is not None,
-            MAX_PARTIALS=MAX_SPLITS,
-            **flags,
+            MAX_PARTIALS=plans.MAX_SPLITS,
+            **consts,
         )
 
 
@@ -623,50 +589,45 @@ def _backward(
     weight: torch.Tensor | None,
     rstd: torch.Tensor,
     dh: torch.Tensor | None,
-    plan: RowPlan,
+    plan: plans.RowPlan,
     dx: torch.Tensor,
     dw: torch.Tensor | None,
 ) -> None:
     """Write ``dx`` (contiguous, ``h``'s shape and dtype) and ``dw`` (when ``weight`` is given).
 
-    ``dy``, ``h`` and ``dh`` may have any strides. ``dh`` is the upstream
+    ``dy``, ``h`` and ``dh`` are 2-D of any strides. ``dh`` is the upstream
     gradient of ``h`` (residual_rms_norm), added to ``dx``.
     """
-    n_rows, n_cols = h.shape[0], int(h.shape[1])  # the width fixes constexprs: specialise
+    n_rows, n_cols = h.shape
     if n_cols == 0:
         return
     if n_rows == 0:
         if dw is not None:
             dw.zero_()
         return
-    has_dh = dh is not None
-    dhh = dh if has_dh else dy
+    dhh = dh if dh is not None else dy
     w = weight if weight is not None else h
-    cols_per_split, n_split = _split_width(n_cols, plan)
+    chunks_per_split, n_split = _split(n_cols, plan)
     one_chunk = plan.kind != "split" and plan.block >= n_cols
-    sms = sm_count(h.device)
+    sms = plans.sm_count(h.device)
     n_parts = min(n_rows, max(1, triton.cdiv(BWD_PROGRAMS_PER_SM * sms, n_split)))
-    f32 = dict(dtype=torch.float32, device=h.device)
+    f32 = {"dtype": torch.float32, "device": h.device}
     dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
-    with _on_device(h):
+    strides = (dy.stride(0), dy.stride(1), h.stride(0), h.stride(1))
+    vec = plans.vec_width(h.element_size(), n_cols, (dy.stride(0), h.stride(0), dhh.stride(0)))
+    consts = {
+        "HAS_WEIGHT": weight is not None,
+        "BLOCK": plan.block,
+        "VEC": vec,
+        "num_warps": plan.num_warps,
+    }
+    with device_guard(h):
         if one_chunk:
-            dot = rstd  # not read: the row's mean(g * h) is computed in registers
+            dot = rstd  # not read: mean(g * h) comes from the row in registers
         else:
             dot = torch.empty((n_rows, n_split), **f32)
             wrap_triton(_bwd_dot_kernel)[(n_rows, n_split)](
-                dy,
-                h,
-                w,
-                dot,
-                n_cols,
-                cols_per_split,
-                dy.stride(0),
-                dy.stride(1),
-                h.stride(0),
-                h.stride(1),
-                HAS_WEIGHT=weight is not None,
-                BLOCK=plan.block,
-                num_warps=plan.num_warps,
+                dy, h, w, dot, n_cols, chunks_per_split, *strides, **consts
             )
         wrap_triton(_bwd_kernel)[(n_parts, n_split)](
             dy,
@@ -679,25 +640,19 @@ def _backward(
             dw_part,
             n_rows,
             n_cols,
-            cols_per_split,
-            dy.stride(0),
-            dy.stride(1),
-            h.stride(0),
-            h.stride(1),
+            chunks_per_split,
+            *strides,
             dhh.stride(0),
             dhh.stride(1),
-            HAS_WEIGHT=weight is not None,
-            HAS_DH=has_dh,
-            BLOCK=plan.block,
+            HAS_DH=dh is not None,
             ONE_CHUNK=one_chunk,
-            MAX_PARTIALS=MAX_SPLITS,
-            num_warps=plan.num_warps,
+            MAX_PARTIALS=plans.MAX_SPLITS,
+            **consts,
         )
         if dw is not None:
             # About four column blocks per SM, each summing every partial row.
-            block_n = min(
-                REDUCE_TILE, max(32, triton.next_power_of_2(triton.cdiv(n_cols, 4 * sms)))
-            )
+            block_n = triton.next_power_of_2(triton.cdiv(n_cols, 4 * sms))
+            block_n = min(REDUCE_TILE, max(32, block_n))
             wrap_triton(_dw_reduce_kernel)[(triton.cdiv(n_cols, block_n),)](
                 dw_part,
                 dw,
@@ -705,6 +660,7 @@ def _backward(
                 n_cols,
                 BLOCK_P=REDUCE_TILE // block_n,
                 BLOCK_N=block_n,
+                VEC=plans.vec_width(4, n_cols, ()),
                 num_warps=REDUCE_NUM_WARPS,
             )
 
@@ -712,9 +668,8 @@ def _backward(
 # ---------------------------------------------------------------------------
 # torch.library registration (custom ops + autograd)
 # ---------------------------------------------------------------------------
-# The ops take 2-D inputs and the plan as plain fields (a custom-op schema has
-# no RowPlan type). The plan is resolved inside the op, where the SM count is
-# read from the device; torch.compile traces the op body, not that query.
+# The ops take 2-D inputs and the plan as plain fields (plans.to_op_args); the
+# plan is chosen inside the op body, which torch.compile runs as plain Python.
 
 
 @triton_op("kp::rms_norm", mutates_args=())
@@ -722,15 +677,15 @@ def _rms_norm_op(
     x: torch.Tensor,
     weight: torch.Tensor | None,
     eps: float,
-    plan: str,
+    kind: str,
     block: int,
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    row_plan = _resolve_plan(x, plan, block, num_warps, splits)
+    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
-    _forward(x, None, weight, eps, row_plan, y, None, rstd)
+    _forward(x, None, weight, eps, plan, y, None, rstd)
     return y, rstd
 
 
@@ -740,16 +695,16 @@ def _residual_rms_norm_op(
     residual: torch.Tensor,
     weight: torch.Tensor | None,
     eps: float,
-    plan: str,
+    kind: str,
     block: int,
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    row_plan = _resolve_plan(x, plan, block, num_warps, splits)
+    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     h = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
-    _forward(x, residual, weight, eps, row_plan, y, h, rstd)
+    _forward(x, residual, weight, eps, plan, y, h, rstd)
     return y, h, rstd
 
 
@@ -760,17 +715,16 @@ def _rms_norm_backward_op(
     weight: torch.Tensor | None,
     rstd: torch.Tensor,
     dh: torch.Tensor | None,
-    plan: str,
+    kind: str,
     block: int,
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns ``(dx, dweight)``; ``dweight`` is empty (shape ``(0,)``) without a weight."""
-    row_plan = _resolve_plan(h, plan, block, num_warps, splits)
+    plan = plans.choose_for(h, plans.from_op_args(kind, block, num_warps, splits))
     dx = torch.empty(h.shape, dtype=h.dtype, device=h.device)
-    dw_len = h.shape[1] if weight is not None else 0
-    dw = torch.empty(dw_len, dtype=h.dtype, device=h.device)
-    _backward(dy, h, weight, rstd, dh, row_plan, dx, dw if weight is not None else None)
+    dw = torch.empty(h.shape[1] if weight is not None else 0, dtype=h.dtype, device=h.device)
+    _backward(dy, h, weight, rstd, dh, plan, dx, dw if weight is not None else None)
     return dx, dw
 
 
@@ -814,13 +768,10 @@ _residual_rms_norm_op.register_autograd(
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
-    """``x`` as ``(n_rows, n_cols)``: a view where the leading dims collapse, else one copy."""
+    """``x`` as ``(n_rows, n_cols)`` (:func:`kernel_portfolio.plans.as_rows`)."""
     if x.dim() == 0:
         raise ValueError("x must have at least one dimension (the normalised one), got a scalar")
-    if x.shape[-1] == 0:
-        # plans.as_rows cannot infer the row count of a zero-width tensor.
-        return x.reshape(math.prod(x.shape[:-1]), 0)
-    return as_rows(x)
+    return plans.as_rows(x)
 
 
 def _check_weight(weight: object, x: torch.Tensor) -> torch.Tensor | None:
@@ -840,7 +791,7 @@ def rms_norm(
     x: torch.Tensor,
     weight: torch.Tensor | None = None,
     eps: float = 1e-6,
-    plan: str | RowPlan = "auto",
+    plan: str | plans.RowPlan = "auto",
 ) -> torch.Tensor:
     """RMSNorm over the last dimension; equals ``F.rms_norm(x, (x.shape[-1],), weight, eps)``.
 
@@ -854,8 +805,7 @@ def rms_norm(
     in place; otherwise ``x`` is copied once (``reshape``) to ``(rows, N)``.
 
     Specialisation: a new row count (batch size) never compiles a new Triton
-    kernel; the row width, dtype, plan and the strides' alignment do (see the
-    module docstring).
+    kernel; a new dtype, plan or block width does (see the module docstring).
 
     Args:
         x: float32, float16 or bfloat16 tensor with at least one dimension, on
@@ -872,10 +822,11 @@ def rms_norm(
 
     Raises:
         TypeError: ``x`` or ``weight`` is not a supported tensor, their dtypes
-            differ, ``eps`` is not a number or ``plan`` not a str or RowPlan.
+            differ, or ``eps`` is not a number.
         ValueError: an unusable or mismatched device, a scalar ``x``, a
             ``weight`` that is not 1-D of length ``x.shape[-1]``, a
-            non-positive ``eps``, or an unknown plan.
+            non-positive ``eps``, a ``plan`` that is not an allowed name or
+            RowPlan, or a block plan narrower than the row.
 
     Example:
         >>> import kernel_portfolio as kp
@@ -885,7 +836,7 @@ def rms_norm(
     x2d = _rows(x)
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
-    y, _ = torch.ops.kp.rms_norm(x2d, weight, eps, *_plan_args(plan))
+    y, _ = torch.ops.kp.rms_norm(x2d, weight, eps, *plans.to_op_args(plan))
     return y.view(x.shape)
 
 
@@ -894,7 +845,7 @@ def residual_rms_norm(
     residual: torch.Tensor,
     weight: torch.Tensor | None,
     eps: float = 1e-6,
-    plan: str | RowPlan = "auto",
+    plan: str | plans.RowPlan = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Fused ``h = x + residual`` and ``y = rms_norm(h) * weight`` of a transformer block.
 
@@ -923,10 +874,10 @@ def residual_rms_norm(
 
     Raises:
         TypeError: an unsupported tensor or dtype, ``residual`` or ``weight``
-            of another dtype than ``x``, a bad ``eps`` or ``plan`` type.
+            of another dtype than ``x``, or an ``eps`` that is not a number.
         ValueError: an unusable or mismatched device, a ``residual`` of
             another shape, a bad ``weight`` shape, a non-positive ``eps``, or
-            an unknown plan.
+            a bad ``plan`` (as for :func:`rms_norm`).
 
     Example:
         >>> import kernel_portfolio as kp
@@ -943,5 +894,5 @@ def residual_rms_norm(
     x2d, r2d = _rows(x), _rows(residual)
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
-    y, h, _ = torch.ops.kp.residual_rms_norm(x2d, r2d, weight, eps, *_plan_args(plan))
+    y, h, _ = torch.ops.kp.residual_rms_norm(x2d, r2d, weight, eps, *plans.to_op_args(plan))
     return y.view(x.shape), h.view(x.shape)

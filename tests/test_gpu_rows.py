@@ -1,0 +1,187 @@
+"""Row kernels (softmax, row sum) on a real GPU: real sizes, compile, opcheck, no recompiles.
+
+Run on the lent H200 (``pytest -m gpu tests/test_gpu_rows.py``); skipped
+without CUDA. The interpreter files test every path at small sizes; this one
+repeats the matrix at sizes the GPU meets (1823 x 781 with more rows than the
+persistent grid holds, widths past 4096, few wide rows that split, rows past
+2^20), checks the torch.library registration with ``opcheck`` and
+``torch.compile(fullgraph=True)``, counts compiled kernels across batch sizes,
+and reads tensors of more than 2^31 elements.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kp_testing import assert_matches, poison
+from torch.library import opcheck
+
+import kernel_portfolio as kp
+from kernel_portfolio import plans, reference
+from kernel_portfolio.ops import row_sum as row_sum_ops
+from kernel_portfolio.ops import softmax as softmax_ops
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# (shape, why). Forced block plans run up to width 32768: wider ones need more
+# registers than a thread has (they spill) and are not what any plan picks.
+SHAPES = [
+    ((1823, 781), "odd sizes"),
+    ((8192, 1024), "more rows than the persistent grid's programs"),
+    ((512, 4104), "width 8 * 513: 16-byte loads without Triton's 16-divisibility"),
+    ((256, 32769), "just past a power of two, looped when auto"),
+    ((4, 32769), "few wide rows: split when auto"),
+    ((64, 131072), "the 64 x 131072 benchmark shape"),
+    ((2, 2**20 + 1), "rows wider than 2^20"),
+]
+PLANS = ["auto", "block", "looped", "split", plans.RowPlan("split", 1024, 4, 7)]
+PLAN_IDS = ["auto", "block", "looped", "split", "split1024x7"]
+
+
+def _cases():
+    for shape, why in SHAPES:
+        for plan, plan_id in zip(PLANS, PLAN_IDS, strict=True):
+            if plan == "block" and shape[-1] > 32768:
+                continue
+            yield pytest.param(shape, plan, id=f"{why}-{plan_id}")
+
+
+def _logits(shape, dtype):
+    """Random logits with -inf entries, a masked first 5000 columns and a fully masked row."""
+    x = torch.randn(shape, device="cuda") * 3
+    x[torch.rand(shape, device="cuda") < 0.1] = float("-inf")
+    x[0, :5000] = float("-inf")
+    x[0, -1] = 0.0
+    x[-1] = float("-inf")
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("shape", "plan"), list(_cases()))
+def test_softmax_forward_backward(shape, plan, dtype):
+    x = _logits(shape, dtype)
+    chosen = plans.choose_for(x, plan)
+    y = poison(torch.empty_like(x))
+    softmax_ops._launch_forward(x, y, chosen)
+    assert_matches(y, reference.softmax(x), dtype, f"y, {chosen}")
+    live = ~torch.isinf(x).all(-1, keepdim=True)
+    assert (y[torch.isinf(x) & live] == 0).all()
+    dy = (torch.randn(shape, device="cuda") + 3).to(dtype)
+    dx = poison(torch.empty_like(x))
+    softmax_ops._launch_backward(y, dy, dx, chosen)
+    assert_matches(dx, reference.softmax_backward(y, dy), dtype, f"dx, {chosen}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("shape", "plan"), list(_cases()))
+def test_row_sum(shape, plan, dtype):
+    x = torch.randn(shape, device="cuda").to(dtype)
+    for out_dtype in (dtype, torch.float32):
+        out = poison(torch.empty(shape[:-1], device="cuda", dtype=out_dtype))
+        row_sum_ops._launch_row_sum(x, out, plans.choose_for(x, plan))
+        assert_matches(out, reference.row_sum(x), out_dtype, f"{plan} -> {out_dtype}")
+
+
+@pytest.mark.parametrize("plan", ["block", "looped", "split"])
+def test_strided_and_autograd_through_public_functions(plan):
+    base = torch.randn(300, 9000, device="cuda", dtype=torch.bfloat16)
+    layouts = {
+        "row gaps": base[:, :8193],
+        "transposed": base[:2000, :300].t(),
+        "expanded": base[:1, :5000].expand(300, 5000),
+        "3-D, dim 1": base[:, :6000].reshape(30, 10, 6000).transpose(1, 2),
+    }
+    for name, x in layouts.items():
+        x = x.detach().requires_grad_(True)
+        dim = 1 if name.startswith("3-D") else -1
+        y = kp.softmax(x, dim=dim, plan=plan)
+        assert_matches(y, reference.softmax(x, dim), x.dtype, name)
+        dy = torch.randn_like(y) + 3
+        (dx,) = torch.autograd.grad(y, x, dy)
+        assert_matches(dx, reference.softmax_backward(y, dy, dim), x.dtype, f"dx, {name}")
+        s = kp.row_sum(x, plan=plan)
+        assert_matches(s, reference.row_sum(x), x.dtype, f"row_sum, {name}")
+
+
+@pytest.mark.parametrize("plan", ["block", "looped", "split"])
+def test_opcheck(plan):
+    x = torch.randn(64, 9000, device="cuda", requires_grad=True)  # split: 3 programs per row
+    opcheck(torch.ops.kp.softmax.default, (x, plan, 0, 0, 0))
+    y = kp.softmax(x.detach(), plan=plan)
+    dy = torch.randn_like(y)
+    opcheck(torch.ops.kp.softmax_backward.default, (y, dy, plan, 0, 0, 0))
+    opcheck(torch.ops.kp.row_sum.default, (x, None, plan, 0, 0, 0))
+    opcheck(torch.ops.kp.row_sum.default, (x.half(), torch.float32, plan, 0, 0, 0))
+
+
+@pytest.mark.parametrize("plan", ["auto", "looped", "split"])
+def test_torch_compile_fullgraph_forward_and_backward(plan):
+    torch._dynamo.reset()
+
+    def step(x, dy):
+        y = kp.softmax(x, plan=plan)
+        return y, (y * dy).sum() + kp.row_sum(x, plan=plan).sum()
+
+    compiled = torch.compile(step, fullgraph=True)
+    for rows in (64, 96):  # a second batch size: recompiles without a graph break
+        x = torch.randn(rows, 5000, device="cuda", dtype=torch.float16)
+        dy = torch.randn_like(x)
+        x_eager, x_comp = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        y_eager, loss_eager = step(x_eager, dy)
+        y_comp, loss_comp = compiled(x_comp, dy)
+        loss_eager.backward()
+        loss_comp.backward()
+        assert torch.equal(y_comp, y_eager)
+        assert torch.equal(x_comp.grad, x_eager.grad)
+
+
+def _compiled_count(*kernels):
+    """Compiled binaries held in the Triton JIT caches of ``kernels``."""
+    return sum(len(cache[0]) for k in kernels for cache in k.device_caches.values())
+
+
+@pytest.mark.parametrize(
+    ("width", "plan"), [(1000, "block"), (20000, "looped"), (131072, "split"), (4104, "auto")]
+)
+def test_new_batch_sizes_do_not_recompile(width, plan):
+    kernels = [
+        obj
+        for module in (softmax_ops, row_sum_ops)
+        for obj in vars(module).values()
+        if hasattr(obj, "device_caches")
+    ]
+    x = torch.randn(3, width, device="cuda", requires_grad=True)
+    kp.softmax(x, plan=plan).sum().backward()
+    kp.row_sum(x.detach(), plan=plan)
+    before = _compiled_count(*kernels)
+    for rows in (1, 2, 16, 17, 33, 64, 127, 1000):  # 1 and multiples of 16 are Triton's defaults
+        x = torch.randn(rows, width, device="cuda", requires_grad=True)
+        kp.softmax(x, plan=plan).sum().backward()
+        kp.row_sum(x.detach(), plan=plan)
+    assert _compiled_count(*kernels) == before
+
+
+def test_tensors_past_2_31_elements():
+    """65537 x 32768 float16 (2^31 + 2^15 elements), and its transpose read through strides."""
+    x = torch.randn(2**16 + 1, 2**15, device="cuda", dtype=torch.float16)
+    picks = [0, 40000, 2**16]  # the last row starts past element 2^31
+    y = kp.softmax(x)
+    s = kp.row_sum(x)
+    assert_matches(y[picks], reference.softmax(x[picks]), torch.float16, "softmax rows")
+    assert_matches(s[picks], reference.row_sum(x[picks]), torch.float16, "row_sum rows")
+    del y, s
+    xt = x.t()  # 32768 rows, column stride 32768: column offsets pass 2^31
+    picks = [0, 12345, 2**15 - 1]
+    yt = kp.softmax(xt)
+    assert_matches(yt[picks], reference.softmax(xt[picks]), torch.float16, "softmax of x.t()")
+    assert_matches(kp.row_sum(xt)[picks], reference.row_sum(xt[picks]), torch.float16, "x.t()")
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_tensor_on_second_gpu_while_first_is_current():
+    x = torch.randn(300, 5000, device="cuda:1")
+    with torch.cuda.device(0):
+        for plan in ("block", "looped", "split"):
+            assert_matches(kp.softmax(x, plan=plan), reference.softmax(x), x.dtype, plan)
+            assert_matches(kp.row_sum(x, plan=plan), reference.row_sum(x), x.dtype, plan)

@@ -1,0 +1,171 @@
+"""The correctness checkers reject deliberately broken kernels.
+
+``assert_matches`` and ``poison`` (tests/kp_testing.py) judge every kernel test.
+Here each meets a small broken kernel that repeats a bug row-reduction kernels
+are known to have, and must reject it; each broken kernel's correct
+counterpart, on the same input, must pass, so a rejection is not an accident
+of the input. The broken kernels live only in this file.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from kp_testing import REL_TOL, assert_matches, poison
+
+import kernel_portfolio as kp
+from kernel_portfolio import plans, reference
+from kernel_portfolio.ops.softmax import _launch_backward, _launch_forward
+
+pytestmark = [
+    pytest.mark.interpreter,
+    # Broken kernels and all -inf rows compute NaN on purpose; numpy warns.
+    pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
+]
+
+# ---------------------------------------------------------------------------
+# Broken kernels: one contiguous row per program, n_cols <= BLOCK unless looped
+# ---------------------------------------------------------------------------
+
+
+@triton.jit
+def _softmax_padding_not_masked(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    """Broken: lanes past the row end load 0, not -inf, so they join the max and sum."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, 0), mask=mask)
+
+
+@triton.jit
+def _softmax_online_without_guard(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    """Broken: the online merge shifts by a running max of -inf, so exp(-inf - -inf) = NaN."""
+    row = tl.program_id(0)
+    m = tl.full((), float("-inf"), tl.float32)
+    s = tl.zeros((), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))
+        m_new = tl.maximum(m, tl.max(x, 0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), 0)
+        m = m_new
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))
+        tl.store(y_ptr + row * n_cols + cols, tl.exp(x - m) / s, mask=cols < n_cols)
+
+
+@triton.jit
+def _softmax_skips_last_column(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    """Broken: an off-by-one store mask never writes the last column."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, 0), mask=cols < n_cols - 1)
+
+
+@triton.jit
+def _softmax_backward_without_dot(y_ptr, dy_ptr, dx_ptr, n_cols, BLOCK: tl.constexpr):
+    """Broken: ``dx = y * dy``, the row's ``sum(dy * y)`` term lost."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    y = tl.load(y_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    tl.store(dx_ptr + row * n_cols + cols, y * dy, mask=mask)
+
+
+def _run(kernel, x, block, out=None):
+    """Launch a broken kernel on contiguous float32 ``x`` into ``out`` (poisoned by default)."""
+    out = poison(torch.empty_like(x)) if out is None else out
+    kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=block)
+    return out
+
+
+def _softmax(x, plan):
+    """The library's softmax kernels, into a poisoned output."""
+    y = poison(torch.empty_like(x))
+    _launch_forward(x, y, plans.choose_for(x, plan))
+    return y
+
+
+# ---------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------
+
+
+def test_rejects_padding_that_joins_the_reduction(device):
+    x = torch.randn(4, 100, device=device) - 3.0  # all-negative rows: padding 0 becomes the max
+    with pytest.raises(AssertionError, match="relative error"):
+        assert_matches(_run(_softmax_padding_not_masked, x, 128), reference.softmax(x), x.dtype)
+    assert_matches(_softmax(x, "block"), reference.softmax(x), x.dtype)
+
+
+def test_rejects_online_merge_without_inf_guard(device):
+    x = torch.randn(3, 200, device=device)
+    x[:, :70] = float("-inf")  # the first 64-wide chunk is all -inf
+    with pytest.raises(AssertionError, match="relative error inf"):
+        assert_matches(_run(_softmax_online_without_guard, x, 64), reference.softmax(x), x.dtype)
+    assert_matches(_softmax(x, plans.RowPlan("looped", 64, 4)), reference.softmax(x), x.dtype)
+
+
+def test_poison_exposes_an_unwritten_column_that_a_stale_buffer_hides(device):
+    x = torch.randn(4, 100, device=device)
+    stale = _softmax(x, "block")  # a buffer still holding the right answer
+    # Without poisoning, the checker cannot tell: this is why every test poisons.
+    assert_matches(
+        _run(_softmax_skips_last_column, x, 128, out=stale), reference.softmax(x), x.dtype
+    )
+    with pytest.raises(AssertionError, match="relative error inf"):
+        assert_matches(_run(_softmax_skips_last_column, x, 128), reference.softmax(x), x.dtype)
+
+
+def test_rejects_backward_that_loses_the_row_dot_product(device):
+    x = torch.randn(4, 100, device=device)
+    y = _softmax(x, "block")
+    dy = torch.randn_like(x) + 3.0  # a large mean: sum(dy * y) is far from 0
+    expected = reference.softmax_backward(y, dy)
+    broken = poison(torch.empty_like(x))
+    _softmax_backward_without_dot[(4,)](y, dy, broken, 100, BLOCK=128)
+    with pytest.raises(AssertionError, match="relative error"):
+        assert_matches(broken, expected, x.dtype)
+    dx = poison(torch.empty_like(x))
+    _launch_backward(y, dy, dx, plans.choose_for(x, "block"))
+    assert_matches(dx, expected, x.dtype)
+
+
+def test_nan_must_match_the_reference_nan_exactly(device):
+    x = torch.randn(3, 10, device=device)
+    x[1] = float("-inf")  # row 1 is NaN in the reference
+    ref = reference.softmax(x)
+    y = kp.softmax(x)
+    assert_matches(y, ref, x.dtype)
+    finite_where_nan = y.clone()
+    finite_where_nan[1] = 0.1
+    with pytest.raises(AssertionError, match="relative error inf"):
+        assert_matches(finite_where_nan, ref, x.dtype)
+    nan_where_finite = y.clone()
+    nan_where_finite[0, 3] = float("nan")
+    with pytest.raises(AssertionError, match="relative error inf"):
+        assert_matches(nan_where_finite, ref, x.dtype)
+
+
+@pytest.mark.parametrize("dtype", list(REL_TOL))
+def test_tolerance_edge_and_shape(dtype):
+    ref = torch.linspace(1, 2, 64, dtype=torch.float64)
+    tol = REL_TOL[dtype]
+    assert_matches((ref * (1 + tol / 2)).float(), ref, dtype)
+    with pytest.raises(AssertionError, match="relative error"):
+        assert_matches((ref * (1 + 2 * tol)).float(), ref, dtype)
+    with pytest.raises(AssertionError, match="shape"):
+        assert_matches(ref[:-1], ref, dtype)
+
+
+def test_poison_fills_nan_in_place():
+    t = torch.zeros(3, 4, dtype=torch.bfloat16)
+    assert poison(t) is t and torch.isnan(t).all()
