@@ -207,7 +207,8 @@ if None not in runs:
 # second run, which it never saw. Three rules are scored there:
 #
 # * **fitted**: the fitted rule;
-# * **current**: `plans.choose` as the source tree has it when this page is built;
+# * **current**: `plans.choose` as it was when the fit ran (the last section compares
+#   the fitted rule with `plans.choose` as this build of the page finds it);
 # * **lookup**: no rule at all, each cell's fastest plan in the first run. No rule
 #   can do better on the first run; on the second, its regret is what noise between
 #   two runs alone costs a per-cell choice, the floor under which a difference
@@ -362,13 +363,15 @@ if fitted is not None:
 # ## What `plans.py` should say
 #
 # The rule in `plans.choose` must be the fitted one, and cite this result. The
-# check below compares, cell by cell, the plan `plans.choose(..., plan="auto")`
-# picks today with the plan the fitted rule picks.
+# check below asks `plans.choose(..., plan="auto")`, as the source tree has it
+# while this page is built, for every cell of the grid, and compares its plan with
+# the fitted rule's.
 
 # %%
 if fitted is not None:
+    now = fitting.current_picker(fitted.data["rule"]["sm_count"])
     fit_picks = {k: v[1] for k, v in cell_regrets(fitted, "fitted").items()}
-    now_picks = {k: v[1] for k, v in cell_regrets(fitted, "current").items()}
+    now_picks = {k: now(fitting.Cell(k[0], k[1], k[2], k[3], {})) for k in fit_picks}
     differ = sorted(k for k in fit_picks if fit_picks[k] != now_picks[k])
     if not differ:
         display(Markdown("`plans.choose` picks the fitted rule's plan in every cell of the grid."))
@@ -376,7 +379,7 @@ if fitted is not None:
         frame = pd.DataFrame(
             [
                 {"op": k[0], "mode": k[1], "rows": k[2], "width": k[3],
-                 "plans.choose today": now_picks[k], "fitted rule": fit_picks[k]}
+                 "plans.choose now": now_picks[k], "fitted rule": fit_picks[k]}
                 for k in differ
             ]
         )  # fmt: skip
@@ -384,7 +387,7 @@ if fitted is not None:
             Markdown(
                 f"`plans.choose` differs from the fitted rule in {len(differ)} of "
                 f"{len(fit_picks)} cells; it should implement the rule above (thresholds "
-                f"from `results/{FIT_ID}.json`, key `rule.thresholds`):"
+                f"in `results/{FIT_ID}.json`, key `rule.thresholds`):"
             )
         )
         display(HTML(frame.to_html(index=False)))

@@ -1,10 +1,12 @@
 """Chunk rules for wide rows: time every row plan and chunk choice over a grid of shapes.
 
-Re-run on the H200 (two independent runs, about 4 minutes together; each writes
-``results/h200/chunk_rules_run<N>.json`` and ``.log``)::
+Re-run on the H200 (two independent runs, each writing
+``results/h200/chunk_rules_run<N>.json`` and ``.log``; the first compiles every
+kernel variant, the second finds them in Triton's on-disk cache, so together
+they take about 6 minutes; ``--budget-s`` caps each)::
 
-    python scripts/chunk_rules_sweep.py --run 1 --out results/h200
-    python scripts/chunk_rules_sweep.py --run 2 --out results/h200
+    python scripts/chunk_rules_sweep.py --run 1 --budget-s 200 --out results/h200
+    python scripts/chunk_rules_sweep.py --run 2 --budget-s 150 --out results/h200
 
 then fit the rule on run 1 and score it on run 2 (CPU, seconds)::
 
@@ -288,7 +290,7 @@ def sweep(args: argparse.Namespace, command: str) -> int:
         if cell.n_rows * cell.n_cols * 2 > MAX_TENSOR_BYTES:
             reason = f"memory cap: {cell.n_rows}x{cell.n_cols} float16 is over 1 GiB per tensor"
             outcomes = skipped(cell, grid, run.sm_count, reason)
-        elif elapsed > args.budget_s:
+        elif elapsed >= args.budget_s:
             reason = f"time budget of the run ({args.budget_s:.0f} s) spent before this cell"
             outcomes = skipped(cell, grid, run.sm_count, reason)
         else:

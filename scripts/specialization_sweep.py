@@ -1,6 +1,6 @@
 """Specialization vs recompilation: which kernel arguments should be ``tl.constexpr``?
 
-Re-run on the H200 (about 4 minutes; writes ``results/h200/specialization.json``
+Re-run on the H200 (2 to 3 minutes; writes ``results/h200/specialization.json``
 and ``.log``)::
 
     python scripts/specialization_sweep.py --out results/h200
