@@ -303,11 +303,13 @@ if fitted is not None:
 
 # %%
 def summaries(result) -> dict[tuple, dict]:
-    return {
+    """The summary case of each (operator, mode), in the page's order."""
+    found = {
         (c["op"].removesuffix("-rule"), c["mode"]): c
         for c in result.data["cases"]
         if c["op"].endswith("-rule")
     }
+    return {group: found[group] for group in GROUPS if group in found}
 
 
 if fitted is not None:
@@ -397,8 +399,8 @@ if fitted is not None:
 #
 # * One GPU, float16, two operators, one grid. The rule's thresholds sit at the
 #   grid's row counts and widths; between grid points it interpolates by
-#   assumption, not by measurement. float32 rows hold half as many elements per
-#   byte, so a rule fitted in float16 elements need not carry over.
+#   assumption, not by measurement. A float32 row is twice the bytes of a float16
+#   row of the same width, so a rule fitted in float16 need not carry over.
 # * Times are GPU times from graph replays with a cold L2: they leave out the
 #   host's launch cost, which adds per launch (the split plan launches twice) and
 #   matters most in the small cells.

@@ -37,8 +37,7 @@
 #   by-16 hint, or from an explicit hint (`VEC` below). Without any of them the
 #   loads are 2 bytes wide: eight times the instructions for the same bytes.
 # * **Loop bounds fix.** A constant trip count lets the compiler unroll and
-#   pipeline (the GEMM's `K` loop), and drop the loop over rows when one program
-#   has exactly one row.
+#   pipeline (the GEMM's `K` loop).
 # * **Registers follow.** Everything above changes how many registers each thread
 #   holds, which sets how many programs fit on an SM at once.
 #
@@ -74,8 +73,8 @@ POLICY_COLORS = dict(zip(sweep.POLICIES, ("#d6336c", "#868e96", "#1c7ed6", "#37b
 DESCRIPTIONS = {
     "constexpr": "every size a compile-time constant",
     "runtime": "every size a runtime argument in do_not_specialize",
-    "default-spec": "row count in do_not_specialize; widths and strides left to "
-    "Triton's divisible-by-16 specialisation",
+    "default-spec": "row count (GEMM M) in do_not_specialize; widths and strides left "
+    "to Triton's divisible-by-16 specialisation",
     "vec-hint": "every size in do_not_specialize, plus a VEC constant: the largest "
     "power of two up to 16 bytes that divides the width and strides",
 }
@@ -120,12 +119,18 @@ for kernel, (path, fn) in SRC_KERNELS.items():
     src_policy[kernel] = matches[0] if len(matches) == 1 else None
     found = ", ".join(f"**{m}**" for m in matches) or "none of the four"
     lines.append(f"* `{path}` (`{fn.__name__}`): {found}")
+tma = sweep.matching_policies(src_matmul._matmul_tma_kernel, "matmul", modules)
+lines.append(
+    "* `src/kernel_portfolio/ops/matmul.py` (`_matmul_tma_kernel`, for comparison only): "
+    + (", ".join(f"**{m}**" for m in tma) or "none of the four")
+)
 display(Markdown("\n".join(lines)))
 
 # %% [markdown]
 # The GEMM the H200 runs for float16 is `matmul.py`'s TMA kernel, whose tiles move
-# through tensor descriptors; the pointer kernel compared here is the one it falls
-# back to, and the one the study's GEMM mirrors.
+# through tensor descriptors rather than pointer arithmetic, so the study's pointer
+# GEMM says nothing about its declarations; the pointer kernel compared here is the
+# one it falls back to, and the one the study's GEMM mirrors.
 #
 # ## The arithmetic of compiles
 #
@@ -151,11 +156,12 @@ display(HTML(pd.DataFrame(predicted).T.rename_axis("kernel").to_html()))
 
 # %% [markdown]
 # With every size constant, each distinct (rows, hidden) pair of the stream is a
-# compile, for every kernel. The other policies compile per `BLOCK` (4096, or 8192
-# for the three wider hidden sizes) and per hint: `default-spec` once more for the
-# width that is not divisible by 16, `vec-hint` only when `VEC` changes (all four
-# widths are multiples of 8 elements, so never here). These counts are the cost
-# side; the measurements below price them and set them against kernel time.
+# compile, for every kernel. The other policies compile the row kernels once per
+# `BLOCK` (4096, or 8192 for the three wider hidden sizes) and the GEMM once, plus
+# once per hint value: `default-spec` again for the width that is not divisible by
+# 16, `vec-hint` only when `VEC` changes (all four widths are multiples of 8
+# elements, so never here). These counts are the cost side; the measurements below
+# price them and set them against kernel time.
 
 # %%
 if result is None:

@@ -288,10 +288,10 @@ def sweep(args: argparse.Namespace, command: str) -> int:
     for i, cell in enumerate(todo, 1):
         elapsed = time.perf_counter() - start
         if cell.n_rows * cell.n_cols * 2 > MAX_TENSOR_BYTES:
-            reason = f"memory cap: {cell.n_rows}x{cell.n_cols} float16 is over 1 GiB per tensor"
+            reason = "memory cap: a tensor of this cell is larger than MAX_TENSOR_BYTES"
             outcomes = skipped(cell, grid, run.sm_count, reason)
         elif elapsed >= args.budget_s:
-            reason = f"time budget of the run ({args.budget_s:.0f} s) spent before this cell"
+            reason = "the run's time budget (--budget-s) was spent before this cell"
             outcomes = skipped(cell, grid, run.sm_count, reason)
         else:
             outcomes = run_cell(run, cell, grid, seed)

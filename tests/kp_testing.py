@@ -6,6 +6,11 @@ Each one is itself tested against a deliberately broken kernel
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import torch
 
 from kernel_portfolio.reference import rel_error
@@ -58,3 +63,49 @@ def views_past_2_31(device, dtype: torch.dtype = torch.float16):
     rows.copy_(torch.randn(3, 64, device=device))
     cols.copy_(torch.randn(4, 3, device=device))
     return rows, cols
+
+
+_COMPILE_FOR_SM90 = r"""
+import importlib, json, re, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+sys.path.insert(0, sys.argv[2])  # the tests folder: test modules may hold kernels too
+for spec in json.loads(sys.argv[1]):
+    fn = getattr(importlib.import_module(spec["module"]), spec["kernel"])
+    attrs = {
+        (fn.arg_names.index(a),): [["tt.divisibility", 16]]
+        for a in spec["aligned"]
+        if a in fn.arg_names
+    }
+    signature = {n: spec["signature"].get(n, "constexpr") for n in fn.arg_names}
+    source = ASTSource(fn=fn, signature=signature, constexprs=spec["constexprs"], attrs=attrs)
+    options = {"num_warps": spec["num_warps"]}
+    ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+    print(json.dumps(sorted(set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx)))))
+"""
+
+
+def global_memory_ops(specs: list[dict]) -> list[list[str]]:
+    """Compile kernels for sm_90 on the CPU and list each one's global loads and stores.
+
+    Each spec names ``module``, ``kernel``, a ``signature`` of its runtime
+    arguments (``{"x_ptr": "*fp16", "n_cols": "i32"}``), its ``constexprs``,
+    the pointers Triton may take as 16-byte ``aligned`` (as it does for fresh
+    torch tensors) and ``num_warps``; names the kernel lacks are ignored. The
+    compiles run in a child process without ``TRITON_INTERPRET``, using the
+    ptxas bundled with triton; no GPU. Returns, per spec, the distinct PTX
+    opcodes such as ``ld.global.v4.b32``.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPILE_FOR_SM90, json.dumps(specs), os.path.dirname(__file__)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"compiling for sm_90 failed:\n{done.stderr[-3000:]}")
+    return [json.loads(line) for line in done.stdout.splitlines()]

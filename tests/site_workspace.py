@@ -92,19 +92,26 @@ def copy_tree(dest: Path, *, light: bool = False) -> Path:
 
     Args:
         dest: An empty or missing folder.
-        light: Leave out the executed notebooks (case studies, notebook
-            lessons) for a fast build of everything else.
+        light: Replace every jupytext notebook (case studies, notebook
+            lessons) with a one-cell stub of the same name, for a fast build
+            of everything else in which links to those pages still resolve.
     """
     for rel in _tree_files():
-        if light and (
-            (rel.startswith("case_studies/") and rel.count("/") == 1 and rel.endswith(".py"))
-            or (rel.startswith("docs/course/") and rel.endswith((".py", ".ipynb")))
-        ):
-            continue
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
+        if light and _is_notebook(rel):
+            target.write_text(
+                f"# %% [markdown]\n# # {Path(rel).stem}\n#\n# Not executed in this build.\n",
+                encoding="utf-8",
+            )
+            continue
         shutil.copy2(ROOT / rel, target)
     return dest
+
+
+def _is_notebook(rel: str) -> bool:
+    top_case_study = rel.startswith("case_studies/") and rel.count("/") == 1
+    return rel.endswith(".py") and (top_case_study or rel.startswith("docs/"))
 
 
 def add_fixture(ws: Path) -> None:

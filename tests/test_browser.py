@@ -91,10 +91,11 @@ class Tab:
         assert self.errors == [], f"console errors: {self.errors}"
 
     def charts_drawn(self) -> list[str]:
-        """Wait until every chart settled; return what failed (empty when all drew)."""
+        """Wait until the page's charts (at least one) settled; return what failed."""
         self.page.wait_for_function(
-            "[...document.querySelectorAll('div.kp-chart')].every("
-            "d => d.dataset.kpState === 'drawn' || d.dataset.kpState === 'error')",
+            "(() => { const charts = [...document.querySelectorAll('div.kp-chart')];"
+            " return charts.length > 0 && charts.every("
+            "  d => d.dataset.kpState === 'drawn' || d.dataset.kpState === 'error'); })()",
             timeout=DRAW_TIMEOUT_MS,
         )
         return self.page.evaluate(
@@ -126,12 +127,15 @@ def _evidence_shows(tab: Tab, claim: dict, index: int | None = None) -> None:
     With ``index``, the link is clicked (the ``index``-th claim of the page, an
     instant navigation); without, the browser loads its URL.
     """
+    anchor = urlsplit(claim["href"]).fragment
     if index is None:
         tab.page.goto(claim["href"])
     else:
         tab.page.locator("article a.kp-claim").nth(index).click()
-        tab.page.wait_for_url(claim["href"])
-    anchor = urlsplit(claim["href"]).fragment
+        # (the theme may then rewrite the #fragment as the reader scrolls)
+        page_url = claim["href"].split("#")[0]
+        tab.page.wait_for_url(lambda url: url.split("#")[0] == page_url)
+        tab.page.wait_for_selector(f'[id="{anchor}"]')
     shown = tab.page.evaluate(
         """(anchor) => {
             const head = document.getElementById(anchor);

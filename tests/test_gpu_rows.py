@@ -88,7 +88,7 @@ def test_strided_and_autograd_through_public_functions(plan):
     base = torch.randn(300, 9000, device="cuda", dtype=torch.bfloat16)
     layouts = {
         "row gaps": base[:, :8193],
-        "transposed": base[:2000, :300].t(),
+        "transposed": base[:, :2000].t(),  # 2000 rows of 300, column stride 9000
         "expanded": base[:1, :5000].expand(300, 5000),
         "3-D, dim 1": base[:, :6000].reshape(30, 10, 6000).transpose(1, 2),
     }

@@ -178,3 +178,36 @@ def test_as_rows_is_a_view_when_rows_collapse_and_one_copy_otherwise():
     copied = plans.as_rows(tangled)
     assert copied.is_contiguous() and torch.equal(copied, tangled.reshape(24, 50))
     assert plans.as_rows(torch.empty(5, 0)).shape == (5, 0)
+
+
+@pytest.mark.parametrize("plan", ["auto", "looped", "split", RowPlan("split", 1024, 4, 7)])
+def test_plan_arithmetic_keeps_the_row_count_symbolic(plan):
+    """Under torch.compile with dynamic shapes the launchers see symbolic sizes.
+
+    This runs the plan arithmetic of a launcher the way a compiled graph traces
+    it (fake tensors, symbolic sizes): the width is specialised (it picks the
+    constexpr BLOCK), the row count stays symbolic, so a new batch size does
+    not recompile the graph.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env)
+    context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 2)
+    x = mode.from_tensor(torch.empty(64, 131072, dtype=torch.float16), symbolic_context=context)
+    rows_symbol, cols_symbol = (d.node.expr for d in x.shape)
+    with mode:
+        chosen = plans.choose_for(x, plan)
+        rows = plans.as_rows(x)
+        if chosen.kind == "split":
+            plans.split_segments(int(x.shape[-1]), chosen)
+        else:
+            plans.persistent_programs(rows.shape[0], chosen, plans.sm_count(x.device))
+        plans.vec_width(x.element_size(), rows.shape[1], (rows.stride(0),))
+    assert cols_symbol in shape_env.replacements  # specialised: it sets BLOCK
+    assert rows_symbol not in shape_env.replacements

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kp_testing import assert_matches, poison, views_past_2_31
+from kp_testing import assert_matches, global_memory_ops, poison, views_past_2_31
 from torch.library import opcheck
 
 import kernel_portfolio as kp
@@ -141,6 +141,36 @@ def test_offsets_past_2_31_are_int64(device):
     assert_matches(
         _row_sum(cols, "looped"), reference.row_sum(cols), torch.float16, "cols 2^30 apart"
     )
+
+
+def test_contiguous_rows_compile_to_16_byte_loads():
+    """Every row load of every plan is a 16-byte vector on sm_90 (float16 rows).
+
+    Only the ``VEC`` rebuild in each kernel proves the alignment of the
+    unspecialised ``n_cols`` and row stride (see test_softmax.py).
+    """
+    rows = {"x_ptr": "*fp16", "out_ptr": "*fp16", "n_rows": "i32", "n_cols": "i32"}
+    split = {"x_ptr": "*fp16", "partial_ptr": "*fp32", "n_cols": "i32", "chunks_per_split": "i32"}
+    specs = [
+        {"kernel": "_block_kernel", "signature": {**rows, "stride_xm": "i32"}},
+        {"kernel": "_looped_kernel", "signature": {**rows, "stride_xm": "i32"}},
+        {"kernel": "_split_partial_kernel", "signature": {**split, "stride_xm": "i32"}},
+    ]
+    compiled = global_memory_ops(
+        [
+            {
+                **spec,
+                "module": "kernel_portfolio.ops.row_sum",
+                "constexprs": {"BLOCK": 4096, "VEC": 8, "stride_xn": 1},
+                "aligned": ["x_ptr", "out_ptr", "partial_ptr"],
+                "num_warps": 8,
+            }
+            for spec in specs
+        ]
+    )
+    for spec, ops in zip(specs, compiled, strict=True):
+        assert "ld.global.v4.b32" in ops, (spec["kernel"], ops)
+        assert "ld.global.b16" not in ops, (spec["kernel"], ops)
 
 
 def test_custom_op_schema_and_autograd_registration(device):

@@ -67,7 +67,8 @@ def test_notebooks_executed_with_claims_and_charts(built):
     assert page.count('class="kp-claim"') == 2
     assert 'href="../evidence/fixture/smoke/#softmax-fwd-1024x4096-float16"' in page
     assert (
-        '<div class="kp-chart" data-name="fixture-softmax"><script type="application/json">' in page
+        '<div class="kp-chart" data-name="fixture-softmax"><template class="kp-chart-figure">'
+        in page
     )
     assert "kp-evidence:" not in page  # every placeholder href was rewritten
 
@@ -225,3 +226,56 @@ def test_readme_example_runs_as_written(tmp_path):
         timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_nav_globs_expand_in_name_order():
+    from kernel_portfolio.evidence.sitebuild import expand_nav
+
+    nav = [
+        {"Course": ["course/index.md", "course/[0-9][0-9]-*"]},
+        {"Evidence": ["evidence/index.md", "evidence/*.md"]},
+        {"Only": "case-studies/*.py"},
+    ]
+    uris = ["course/index.md", "course/02-b.py", "course/01-a.md", "course/notes.txt",
+            "evidence/index.md", "evidence/h200/default.md", "evidence/h200/default/d.json",
+            "case-studies/x.py", "case-studies/index.md"]  # fmt: skip
+    assert expand_nav(nav, uris) == [
+        {"Course": ["course/index.md", "course/01-a.md", "course/02-b.py"]},
+        {"Evidence": ["evidence/index.md", "evidence/h200/default.md"]},
+        {"Only": ["case-studies/x.py"]},
+    ]
+
+
+def test_claim_links_are_relative_to_each_page():
+    from kernel_portfolio.evidence.sitebuild import relative_href, rewrite_claim_links
+
+    assert relative_href("", "h200/default", "a") == "evidence/h200/default/#a"
+    assert relative_href("course/04-softmax/", "h200/default", "a") == (
+        "../../evidence/h200/default/#a"
+    )
+    assert relative_href("evidence/", "h200/default", None) == "h200/default/"
+    html = '<a class="kp-claim" href="kp-evidence:h200/default#x">1</a>'
+    assert rewrite_claim_links(html, "methodology/") == (
+        '<a class="kp-claim" href="../evidence/h200/default/#x">1</a>'
+    )
+
+
+def test_notebook_toc_follows_heading_ids():
+    from mkdocs.structure.toc import get_toc
+
+    from kernel_portfolio.evidence.sitebuild import align_notebook_toc
+
+    content = (
+        '<h1 id="study">Study</h1><h2 id="what-planspy-says">What <code>plans.py</code> says'
+        '<a class="anchor-link" href="#what-planspy-says">¶</a></h2>'
+        '<h2 id="srcs-choice">The <code>src/</code>\'s choice</h2>'
+    )
+    toc = get_toc([
+        {"level": 1, "id": "study", "name": "Study", "children": [
+            {"level": 2, "id": "what-says", "name": "What says", "children": []},
+            {"level": 2, "id": "the-s-choice", "name": "The 's choice", "children": []},
+        ]},
+    ])  # fmt: skip
+    align_notebook_toc(content, toc)
+    (top,) = list(toc)
+    assert [c.id for c in top.children] == ["what-planspy-says", "srcs-choice"]

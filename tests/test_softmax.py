@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kp_testing import REL_TOL, assert_matches, poison, views_past_2_31
+from kp_testing import REL_TOL, assert_matches, global_memory_ops, poison, views_past_2_31
 from torch.library import opcheck
 
 import kernel_portfolio as kp
@@ -218,6 +218,70 @@ def test_offsets_past_2_31_are_int64(device):
     assert_matches(
         _forward(cols, "looped"), reference.softmax(cols), torch.float16, "cols 2^30 apart"
     )
+
+
+def test_contiguous_rows_compile_to_16_byte_accesses():
+    """Every row load and store of every plan is a 16-byte vector on sm_90 (float16).
+
+    ``n_cols`` and the row strides are not specialised, so only the ``VEC``
+    rebuild in each kernel (plans.vec_width) proves their alignment; without
+    it the PTX holds 2-byte ``ld.global.b16`` accesses. The split kernels'
+    float32 statistics are scalar on purpose.
+    """
+    rows = {"n_rows": "i32", "n_cols": "i32"}
+    split = {"n_cols": "i32", "chunks_per_split": "i32"}
+    fp16 = {"BLOCK": 4096, "VEC": 8}
+    specs = [
+        ("_fwd_block_kernel", {**rows, "stride_xm": "i32", "stride_ym": "i32"}, {"stride_xn": 1}),
+        ("_fwd_looped_kernel", {**rows, "stride_xm": "i32", "stride_ym": "i32"}, {"stride_xn": 1}),
+        ("_fwd_split_stats_kernel", {**split, "stride_xm": "i32"}, {"stride_xn": 1}),
+        (
+            "_fwd_split_write_kernel",
+            {**split, "stride_xm": "i32", "stride_ym": "i32"},
+            {"stride_xn": 1, "MAX_SPLITS": plans.MAX_SPLITS},
+        ),
+        (
+            "_bwd_block_kernel",
+            {**rows, "stride_ym": "i32", "stride_dym": "i32", "stride_dxm": "i32"},
+            {"stride_yn": 1, "stride_dyn": 1},
+        ),
+        (
+            "_bwd_looped_kernel",
+            {**rows, "stride_ym": "i32", "stride_dym": "i32", "stride_dxm": "i32"},
+            {"stride_yn": 1, "stride_dyn": 1},
+        ),
+        (
+            "_bwd_split_dot_kernel",
+            {**split, "stride_ym": "i32", "stride_dym": "i32"},
+            {"stride_yn": 1, "stride_dyn": 1},
+        ),
+        (
+            "_bwd_split_write_kernel",
+            {**split, "stride_ym": "i32", "stride_dym": "i32", "stride_dxm": "i32"},
+            {"stride_yn": 1, "stride_dyn": 1, "MAX_SPLITS": plans.MAX_SPLITS},
+        ),
+    ]
+    pointers = {"x_ptr": "*fp16", "y_ptr": "*fp16", "dy_ptr": "*fp16", "dx_ptr": "*fp16"}
+    pointers |= {"max_ptr": "*fp32", "sum_ptr": "*fp32", "dot_ptr": "*fp32"}
+    module = "kernel_portfolio.ops.softmax"
+    compiled = global_memory_ops(
+        [
+            {
+                "module": module,
+                "kernel": name,
+                "signature": {**pointers, **runtime},
+                "constexprs": {**fp16, **consts},
+                "aligned": list(pointers),
+                "num_warps": 8,
+            }
+            for name, runtime, consts in specs
+        ]
+    )
+    for (name, _, _), ops in zip(specs, compiled, strict=True):
+        assert "ld.global.v4.b32" in ops, (name, ops)
+        assert not any(op.endswith(".b16") for op in ops), (name, ops)
+        if "stats" not in name and "dot" not in name:
+            assert "st.global.v4.b32" in ops, (name, ops)
 
 
 def test_custom_op_schema_and_autograd_registration(device):

@@ -404,6 +404,8 @@ def test_chunk_rules_dry_run_writes_a_valid_result(tmp_path):
     cases = result.data["cases"]
     assert len(cases) == len(chunk_sweep.OPS) * len(chunk_sweep.MODES) * 2
     for case in cases:
+        failed = {n: r["reason"] for n, r in case["impls"].items() if r["status"] != "ok"}
+        assert not failed, (case["id"], failed)
         regrets = [r["metrics"]["regret_pct"]["value"] for r in case["impls"].values()]
         assert min(regrets) == 0.0, case["id"]
     # Out of time budget: every cell is recorded as skipped, and the file is still valid.

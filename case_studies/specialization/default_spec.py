@@ -1,12 +1,10 @@
 """Specialization policy ``default-spec``: row counts unspecialised, widths left to Triton.
 
 The sizes that change with the batch (the row count; GEMM M) are runtime
-arguments in ``do_not_specialize``. Widths and strides are runtime arguments
-with Triton's default integer specialisation: a value of 1 becomes a
-constant, and divisibility by 16 becomes an alignment hint, so one binary
-serves every width with the same ``BLOCK`` and the same divisibility. GEMM N
-and K are unspecialised as well, but its leading strides (equal to K and N for
-contiguous operands) keep the default.
+arguments in ``do_not_specialize``. Widths and strides (and GEMM N and K) are
+runtime arguments with Triton's default integer specialisation: a value of 1
+becomes a constant, and divisibility by 16 becomes an alignment hint, so one
+binary serves every width with the same ``BLOCK`` and the same divisibility.
 
 The four policy files (``constexpr_all.py``, ``runtime_all.py``,
 ``default_spec.py``, ``vec_hint.py``) have the same kernel bodies and differ
@@ -68,7 +66,7 @@ def rms_norm_kernel(
         tl.store(y_ptr + row64 * stride_ym + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit(do_not_specialize=["M", "N", "K"])
+@triton.jit(do_not_specialize=["M"])
 def matmul_kernel(
     a_ptr,
     b_ptr,

@@ -160,10 +160,15 @@ def split_count(n_rows: int, n_cols: int, block: int, sm_count: int) -> int:
 
 
 def choose_for(x: torch.Tensor, plan: str | RowPlan = "auto") -> RowPlan:
-    """:func:`choose` for the rows of ``x``'s last dimension, on ``x``'s device."""
+    """:func:`choose` for the rows of ``x``'s last dimension, on ``x``'s device.
+
+    Under ``torch.compile`` with dynamic shapes the width arrives symbolic;
+    ``int`` specialises it, as it must be: it picks the compile-time ``BLOCK``.
+    The row count stays symbolic.
+    """
     return choose(
         math.prod(x.shape[:-1]),
-        x.shape[-1],
+        int(x.shape[-1]),
         elem_bytes=x.element_size(),
         sm_count=sm_count(x.device),
         plan=plan,

@@ -34,7 +34,6 @@ the evidence index publishes it.
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import posixpath
 import re
@@ -423,8 +422,13 @@ class ResultSet:
 
         if self._ids is None:
             paths = result_paths(self.root)
-            self._ids = [result_id(p) for p in paths if not _other_kind(p)]
-            self._others = [p for p in paths if _other_kind(p)]
+            base = self.root / "results"
+            self._ids = [result_id(p) for p in paths]
+            self._others = sorted(
+                p
+                for p in (base.rglob("*.json") if base.is_dir() else [])
+                if p not in paths and not any(x.endswith(".sources") for x in p.parts)
+            )
         return self._ids, self._others
 
     def get(self, result_id: str):
@@ -451,14 +455,6 @@ class ResultSet:
             staleness = self.get(result_id).case_staleness(case_id, self.root)
             self._stale[key] = [] if staleness.current else list(staleness.changed)
         return self._stale[key]
-
-
-def _other_kind(path: Path) -> bool:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False  # unreadable: load() reports it
-    return isinstance(data, dict) and "kind" in data
 
 
 def _nearest(figure: Figure, saved: list[Claim], limit: int = 3) -> str:

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import fnmatch
+import html
 import logging
 import os
 import posixpath
@@ -87,6 +88,42 @@ def rewrite_notebook_links(content: str, page, files) -> str:
         return f'href="{target.url_relative_to(page.file)}{m["anchor"] or ""}"'
 
     return _DOC_LINK.sub(resolve, content)
+
+
+_HEADING = re.compile(r'<h[1-6][^>]* id="(?P<id>[^"]+)"[^>]*>(?P<body>.*?)</h[1-6]>', re.S)
+
+
+def _plain(fragment: str) -> str:
+    text = html.unescape(re.sub(r"<[^>]+>", "", fragment)).replace("¶", "")
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def align_notebook_toc(content: str, toc) -> None:
+    """Point a notebook's table of contents at the ids its headings really have.
+
+    mkdocs-jupyter computes the TOC from the notebook's Markdown and the
+    heading ids from the HTML; they disagree for a heading with inline code
+    (the TOC entry of "What `plans.py` says" is "What says", ``#what-says``,
+    while the heading is ``id="what-planspy-says"``), which leaves TOC links
+    dead. TOC entries and headings are walked in document order; an entry
+    takes the id of the next heading whose text contains the entry's
+    characters in order (the TOC only ever drops the code).
+    """
+    headings = [(m["id"], _plain(m["body"]).replace(" ", "")) for m in _HEADING.finditer(content)]
+    items, stack = [], list(reversed(list(toc)))
+    while stack:
+        item = stack.pop()
+        items.append(item)
+        stack.extend(reversed(item.children))
+    at = 0
+    for item in items:
+        title = _plain(item.title).replace(" ", "")
+        for j in range(at, len(headings)):
+            hid, text = headings[j]
+            remaining = iter(text)
+            if hid == item.id or all(c in remaining for c in title):
+                item.id, at = hid, j + 1
+                break
 
 
 def expand_nav(nav: list, uris: list[str]) -> list:
@@ -245,6 +282,7 @@ class SiteBuild:
     def on_page_content(self, content: str, page, files) -> str:
         if not str(page.file.abs_src_path or "").endswith((".py", ".ipynb")):
             return content
+        align_notebook_toc(content, page.toc)
         return rewrite_notebook_links(strip_notebook_cdn(content), page, files)
 
     def on_post_page(self, output: str, page) -> str:

@@ -69,7 +69,8 @@ def _block_kernel(
     mask = cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
-        x = tl.load(x_ptr + row64 * stride_xm + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0)
+        x_row = x_ptr + row64 * stride_xm
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0)
         total = tl.sum(x.to(tl.float32), 0)
         tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
 
@@ -126,33 +127,35 @@ def _split_merge_kernel(partial_ptr, out_ptr, n_splits, MAX_SPLITS: tl.constexpr
 def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> None:
     """Write the sum of each of ``x``'s rows (its last dimension) into ``out``.
 
-    ``out`` is contiguous with shape ``x.shape[:-1]``. Tests pass a
-    NaN-poisoned ``out`` to prove that every element is written.
+    ``out`` is contiguous with shape ``x.shape[:-1]``, so row ``r`` writes
+    element ``r``. Tests pass a NaN-poisoned ``out`` to prove that every
+    element is written.
     """
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous")
     if out.numel() == 0:
         return
-    x2, out1 = plans.as_rows(x), out.view(-1)
+    x2 = plans.as_rows(x)
     n_rows, n_cols = x2.shape
+    stride_xm, stride_xn = x2.stride()
     consts = {
         "BLOCK": plan.block,
-        "VEC": plans.vec_width(x.element_size(), n_cols, (x2.stride(0),)),
+        "VEC": plans.vec_width(x.element_size(), n_cols, (stride_xm,)),
         "num_warps": plan.num_warps,
     }
     with device_guard(x):
         if plan.kind in ("block", "looped"):
             kernel = _block_kernel if plan.kind == "block" else _looped_kernel
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
-            wrap_triton(kernel)[grid](
-                x2, out1, n_rows, n_cols, x2.stride(0), x2.stride(1), **consts
-            )
+            wrap_triton(kernel)[grid](x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         partial = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
         wrap_triton(_split_partial_kernel)[(n_rows, n_splits)](
-            x2, partial, n_cols, x2.stride(0), x2.stride(1), chunks_per_split, **consts
+            x2, partial, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
         )
         wrap_triton(_split_merge_kernel)[(n_rows,)](
-            partial, out1, n_splits, MAX_SPLITS=plans.MAX_SPLITS
+            partial, out, n_splits, MAX_SPLITS=plans.MAX_SPLITS
         )
 
 
@@ -223,6 +226,12 @@ def row_sum(
             is not float32, float16, bfloat16 or None.
         ValueError: ``x`` is on an unusable device; ``plan`` is not an allowed
             value, or is a block plan narrower than the row.
+
+    Note:
+        The kernels compile once per dtype and plan: the row count, the width
+        and the strides are runtime arguments, so a new batch size (or a new
+        width within the same power-of-two block) does not recompile. The
+        module docstring says what is specialised and why.
 
     Example:
         >>> import kernel_portfolio as kp

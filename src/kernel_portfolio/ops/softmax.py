@@ -41,13 +41,13 @@ power-of-two ``BLOCK``, reuses the compiled kernel; the mask ``cols < n_cols``
 handles the partial block, and ``VEC`` keeps its loads 16 bytes wide. Column
 strides keep Triton's default specialisation: a stride of 1 compiles to
 contiguous vector loads, any other stride to a strided variant. A prior
-project measured up to 1.9x lost to runtime widths; the specialisation case
-study measures this choice on the H200.
+project found runtime widths slow where a row does not fill its block; the
+specialisation case study measures this choice on the H200.
 
 Inputs of any strides are read in place through ``(stride_xm, stride_xn)``
 whenever the leading dimensions collapse into one row stride; otherwise
-:func:`kernel_portfolio.plans.as_rows` makes one copy. Row offsets are
-computed in int64, so tensors past 2^31 elements are addressed correctly.
+:func:`kernel_portfolio.plans.as_rows` makes one copy. Row and column offsets
+are computed in int64, so tensors past 2^31 elements are addressed correctly.
 """
 
 from __future__ import annotations
@@ -101,10 +101,8 @@ def _write_probs(x_row, stride_xn, y_row, m, s, col0, n_chunks, n_cols, BLOCK: t
     for c in range(n_chunks):
         cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")).to(
-            tl.float32
-        )
-        y = tl.exp(x - m) / s
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
+        y = tl.exp(x.to(tl.float32) - m) / s
         tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
 
 
@@ -159,11 +157,9 @@ def _fwd_block_kernel(
     mask = cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
-        x = tl.load(
-            x_ptr + row64 * stride_xm + cols.to(tl.int64) * stride_xn,
-            mask=mask,
-            other=float("-inf"),
-        ).to(tl.float32)
+        x_row = x_ptr + row64 * stride_xm
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
+        x = x.to(tl.float32)
         e = tl.exp(x - tl.max(x, 0))  # an all -inf row: max = -inf, NaN everywhere
         y = e / tl.sum(e, 0)
         tl.store(y_ptr + row64 * stride_ym + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
@@ -277,11 +273,10 @@ def _bwd_block_kernel(
     mask = cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
-        y = tl.load(y_ptr + row64 * stride_ym + cols.to(tl.int64) * stride_yn, mask=mask, other=0.0)
-        dy = tl.load(
-            dy_ptr + row64 * stride_dym + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0
-        )
-        y, dy = y.to(tl.float32), dy.to(tl.float32)
+        y_row = y_ptr + row64 * stride_ym
+        dy_row = dy_ptr + row64 * stride_dym
+        y = tl.load(y_row + cols.to(tl.int64) * stride_yn, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
         dx = y * (dy - tl.sum(y * dy, 0))
         tl.store(dx_ptr + row64 * stride_dxm + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
@@ -387,41 +382,44 @@ def _bwd_split_write_kernel(
 def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> None:
     """Write the softmax of ``x``'s rows (its last dimension) into ``y``.
 
-    ``y`` is contiguous with ``x``'s shape and dtype. Tests pass a NaN-poisoned
-    ``y`` to prove that every element is written.
+    ``y`` is contiguous with ``x``'s shape and dtype, so row ``r`` starts at
+    ``r * n_cols``. Tests pass a NaN-poisoned ``y`` to prove that every element
+    is written.
     """
+    if not y.is_contiguous():
+        raise ValueError("y must be contiguous")
     if x.numel() == 0:
         return
-    x2, y2 = plans.as_rows(x), y.view(-1, x.shape[-1])
+    x2 = plans.as_rows(x)
     n_rows, n_cols = x2.shape
+    stride_xm, stride_xn = x2.stride()
     consts = {
         "BLOCK": plan.block,
-        "VEC": plans.vec_width(x.element_size(), n_cols, (x2.stride(0), y2.stride(0))),
+        "VEC": plans.vec_width(x.element_size(), n_cols, (stride_xm, n_cols)),
         "num_warps": plan.num_warps,
     }
     with device_guard(x):
         if plan.kind in ("block", "looped"):
             kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
-            wrap_triton(kernel)[grid](
-                x2, y2, n_rows, n_cols, x2.stride(0), x2.stride(1), y2.stride(0), **consts
-            )
+            wrap_triton(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
-        stats = torch.empty((2, n_rows, n_splits), dtype=torch.float32, device=x.device)
+        part_max = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
+        part_sum = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
         grid = (n_rows, n_splits)
         wrap_triton(_fwd_split_stats_kernel)[grid](
-            x2, stats[0], stats[1], n_cols, x2.stride(0), x2.stride(1), chunks_per_split, **consts
+            x2, part_max, part_sum, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
         )
         wrap_triton(_fwd_split_write_kernel)[grid](
             x2,
-            y2,
-            stats[0],
-            stats[1],
+            y,
+            part_max,
+            part_sum,
             n_cols,
-            x2.stride(0),
-            x2.stride(1),
-            y2.stride(0),
+            stride_xm,
+            stride_xn,
+            n_cols,
             chunks_per_split,
             MAX_SPLITS=plans.MAX_SPLITS,
             **consts,
@@ -436,39 +434,38 @@ def _launch_backward(
     ``y`` and ``dy`` may have any strides; ``dx`` is contiguous with ``y``'s
     shape and dtype (tests pass a NaN-poisoned one).
     """
+    if not dx.is_contiguous():
+        raise ValueError("dx must be contiguous")
     if y.numel() == 0:
         return
-    y2, dy2, dx2 = plans.as_rows(y), plans.as_rows(dy), dx.view(-1, y.shape[-1])
+    y2, dy2 = plans.as_rows(y), plans.as_rows(dy)
     n_rows, n_cols = y2.shape
-    row_strides = (y2.stride(0), dy2.stride(0), dx2.stride(0))
+    strides = (*y2.stride(), *dy2.stride())  # stride_ym, stride_yn, stride_dym, stride_dyn
     consts = {
         "BLOCK": plan.block,
-        "VEC": plans.vec_width(y.element_size(), n_cols, row_strides),
+        "VEC": plans.vec_width(y.element_size(), n_cols, (y2.stride(0), dy2.stride(0), n_cols)),
         "num_warps": plan.num_warps,
     }
-    strides = (y2.stride(0), y2.stride(1), dy2.stride(0), dy2.stride(1))
     with device_guard(y):
         if plan.kind in ("block", "looped"):
             kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
-            wrap_triton(kernel)[grid](
-                y2, dy2, dx2, n_rows, n_cols, *strides, dx2.stride(0), **consts
-            )
+            wrap_triton(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
-        dots = torch.empty((n_rows, n_splits), dtype=torch.float32, device=y.device)
+        part_dot = torch.empty((n_rows, n_splits), dtype=torch.float32, device=y.device)
         grid = (n_rows, n_splits)
         wrap_triton(_bwd_split_dot_kernel)[grid](
-            y2, dy2, dots, n_cols, *strides, chunks_per_split, **consts
+            y2, dy2, part_dot, n_cols, *strides, chunks_per_split, **consts
         )
         wrap_triton(_bwd_split_write_kernel)[grid](
             y2,
             dy2,
-            dx2,
-            dots,
+            dx,
+            part_dot,
             n_cols,
             *strides,
-            dx2.stride(0),
+            n_cols,
             chunks_per_split,
             MAX_SPLITS=plans.MAX_SPLITS,
             **consts,
@@ -553,6 +550,12 @@ def softmax(x: torch.Tensor, dim: int = -1, plan: str | plans.RowPlan = "auto") 
         ValueError: ``x`` is on an unusable device; ``dim`` is out of range;
             ``plan`` is not an allowed value, or is a block plan narrower than
             the row.
+
+    Note:
+        The kernels compile once per dtype and plan: the row count, the width
+        and the strides are runtime arguments, so a new batch size (or a new
+        width within the same power-of-two block) does not recompile. The
+        module docstring says what is specialised and why.
 
     Example:
         >>> import kernel_portfolio as kp
