@@ -5,8 +5,8 @@ Re-run on the H200 (two independent runs, each writing
 kernel variant, the second finds them in Triton's on-disk cache, so together
 they take about 6 minutes; ``--budget-s`` caps each)::
 
-    python scripts/chunk_rules_sweep.py --run 1 --budget-s 200 --out results/h200
-    python scripts/chunk_rules_sweep.py --run 2 --budget-s 150 --out results/h200
+    python scripts/chunk_rules_sweep.py --run 1 --budget-s 180 --out results/h200
+    python scripts/chunk_rules_sweep.py --run 2 --budget-s 140 --out results/h200
 
 then fit the rule on run 1 and score it on run 2 (CPU, seconds)::
 
@@ -253,7 +253,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--budget-s",
         type=float,
-        default=200.0,
+        default=180.0,
         help="stop starting new cells after this many seconds; the rest are recorded as skipped",
     )
     parser.add_argument(

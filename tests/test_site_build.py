@@ -78,6 +78,7 @@ def test_evidence_page_links_raw_json_and_log(built):
     for case in ("softmax-fwd-1024x4096-float16", "rms-norm-fwdbwd-32x127-bfloat16",
                  "matmul-fwd-512x512x512-float16"):  # fmt: skip
         assert f'id="{case}"' in page
+    assert "<code>2*M*N*s with M=1024, N=4096, s=2</code>" in page  # formulas as saved
     assert 'href="smoke.json"' in page and 'href="smoke.log"' in page
     raw = built.site / "evidence/fixture/smoke/smoke.json"
     assert raw.read_bytes() == (built.ws / "results/fixture/smoke.json").read_bytes()

@@ -245,8 +245,9 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
     lines = [
         f"### {_esc(case['id'])} {{ #{anchor} }}",
         "",
-        f"{_esc(case['mode'])}, timer <code>{_esc(case.get('timer'))}</code>, "
-        f"cache {_esc(case.get('cache'))}; {formula}; {status}.",
+        # Raw HTML blocks (<p>), so that Markdown leaves the formulas' * alone.
+        f"<p>{_esc(case['mode'])}, timer <code>{_esc(case.get('timer'))}</code>, "
+        f"cache {_esc(case.get('cache'))}; {formula}; {status}.</p>",
         "",
         _table(
             [
@@ -289,9 +290,9 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
         )
     if ratios:
         lines += [
-            "Speed-ups (baseline time / implementation time, per visit): "
+            "<p>Speed-ups (baseline time / implementation time, per visit): "
             + "; ".join(ratios)
-            + ".",
+            + ".</p>",
             "",
         ]
     metrics = []
@@ -313,7 +314,7 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
                 )
             )
     if metrics:
-        lines += ["Other metrics: " + "; ".join(metrics) + ".", ""]
+        lines += ["<p>Other metrics: " + "; ".join(metrics) + ".</p>", ""]
     return lines
 
 
