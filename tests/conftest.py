@@ -10,34 +10,24 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 import torch
 
 HAS_CUDA = torch.cuda.is_available()
 
-
-def _interpreter_index_fix() -> None:
-    """Let triton 3.6's interpreter take ``range`` bounds from tensors under numpy >= 2.4.
-
-    The interpreter turns a scalar into a Python int with ``int()`` of a
-    one-element array, which numpy 2.4 refuses, so any loop such as
-    ``range(0, n_cols, BLOCK)`` fails (triton-lang/triton#9171, fixed upstream
-    by #9172 after 3.6.0). This re-patches ``tensor.__index__`` per launch.
-    """
-    from triton.runtime import interpreter
-
-    patch_tensor = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        patch_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    interpreter._patch_lang_tensor = patched
-
-
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    _interpreter_index_fix()
+
+
+def pytest_configure(config):
+    # pyproject.toml pins numpy<2.4: numpy 2.4 refuses int() of a one-element array,
+    # which triton 3.6's interpreter does for every loop with a run-time bound.
+    if not HAS_CUDA and tuple(map(int, np.__version__.split(".")[:2])) >= (2, 4):
+        raise pytest.UsageError(
+            f"numpy {np.__version__} breaks triton 3.6's interpreter (triton-lang/triton#9171); "
+            "install the project's pin: pip install -e '.[test]'"
+        )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -302,6 +304,71 @@ def test_failures_fail_ours_and_skip_baselines_that_cannot_run():
     assert wrong.status == "failed"
 
 
+def test_a_case_that_raises_fails_ours_and_skips_baselines():
+    outcomes = runner.case_not_run(_case(), MemoryError("out of memory\ndetails"))
+    assert outcomes["ours"].status == "failed"
+    assert {outcomes[n].status for n in ("torch", "liger")} == {"skipped"}
+    assert all(o.reason == "case not run: MemoryError: out of memory" for o in outcomes.values())
+
+
+@pytest.fixture
+def counted_sync(monkeypatch):
+    """``torch.cuda.synchronize`` replaced by a counter (no GPU here)."""
+    count = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: count.append(1))
+    return count
+
+
+def test_host_cost_loops_without_syncing_inside(counted_sync):
+    calls, prepared = [], []
+    values = runner.timing.host_cost(
+        lambda: calls.append(1), prepare=lambda: prepared.append(1), loop_ms=2.0, repeats=3
+    )
+    assert len(values) == 3 and all(v > 0 for v in values)
+    assert len(counted_sync) == 2 * (1 + 3)  # once before and once after each loop, never inside
+    assert len(calls) == len(prepared) > 3 * runner.timing.HOST_PROBE_CALLS
+    with pytest.raises(ValueError, match="repeats"):
+        runner.timing.host_cost(lambda: None, repeats=0)
+    with pytest.raises(ValueError, match="loop_ms"):
+        runner.timing.host_cost(lambda: None, loop_ms=0)
+
+
+def _ready(call):
+    visits = [[1.0] * SUITES["smoke"].samples] * SUITES["smoke"].visits
+    return runner._Ready(call, None, None, ImplOutcome("ok", None, 1e-4, visits, 1))
+
+
+def test_host_cost_metric_in_the_record_and_the_table(counted_sync, monkeypatch):
+    monkeypatch.setattr(runner.timing, "HOST_LOOP_MS", 1.0)
+    case = Case("softmax", "fwd", (32, 127), "float16", "cuda_graph", ("ours", "torch", "liger"))
+
+    def broken():
+        raise RuntimeError("launch failed")
+
+    ready = {"ours": _ready(lambda: None), "torch": _ready(lambda: None), "liger": _ready(broken)}
+    outcomes = {name: r.outcome for name, r in ready.items()}
+    runner._measure_host_cost(ready, outcomes)
+    assert set(ready) == {"ours", "torch"}
+    assert outcomes["liger"].status == "skipped" and "host cost" in outcomes["liger"].reason
+    data = fixture_result(runner.repo_root())
+    rec = build_case_record(
+        case,
+        outcomes,
+        copy_gbps=data["copy_bandwidth"]["gbps"],
+        cache="warm",
+        sources=data["sources"],
+    )
+    host = rec["impls"]["ours"]["metrics"]["host_us"]
+    assert host["unit"] == "us" and host["value"] > 0
+    data["cases"].append(rec)
+    validate(data)
+    row = records.summary_table(data).splitlines()[-1]
+    assert f"{host['value']:7.1f}" in row
+    torch_host = rec["impls"]["torch"]["metrics"]["host_us"]["value"]
+    assert f"{torch_host:7.1f}" in row
+    assert "host" in runner._case_line(1, 1, rec)
+
+
 def test_sample_rows_keeps_first_and_last_and_is_stable():
     assert runner.sample_rows(10, 4) == slice(None)
     rows = runner.sample_rows(100_000, 1024)
@@ -433,3 +500,46 @@ def test_env_capture_without_nvml_or_smi(monkeypatch):
     assert env.gpu_state(props) == dict.fromkeys(
         ("utilization_pct", "sm_clock_mhz", "mem_clock_mhz", "temperature_c")
     )
+
+
+# ------------------------------------------------ scripts/sanitize_paths.py
+@pytest.fixture
+def sanitize_paths(monkeypatch):
+    """The memcheck driver script as a module (the allocator variable it sets is restored)."""
+    monkeypatch.setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "0")
+    path = runner.repo_root() / "scripts" / "sanitize_paths.py"
+    spec = importlib.util.spec_from_file_location("sanitize_paths", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
+    return module
+
+
+def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
+    labels = [label for label, _, _ in sanitize_paths.paths(small=False)]
+    for op in sanitize_paths.ROW_OPS:
+        for kind, dtype in zip(("block", "looped", "split"), sanitize_paths.DTYPES, strict=True):
+            assert any(lab.startswith(f"{op} {kind} ") and dtype in lab for lab in labels)
+    assert sum(lab.startswith("matmul tma ") and " nn " in lab for lab in labels) == len(
+        sanitize_paths.mm.TMA_CONFIGS
+    )
+    assert sum(lab.startswith("matmul pointer ") and " nn " in lab for lab in labels) == len(
+        sanitize_paths.mm.POINTER_CONFIGS
+    )
+    for order in ("tn", "nt"):
+        assert sum(f" {order} " in lab for lab in labels) == 2
+    assert len(set(labels)) == len(labels)
+
+
+@pytest.mark.interpreter
+def test_sanitize_paths_pass_and_reject_a_broken_kernel(sanitize_paths, monkeypatch, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("the --small shapes are for the interpreter")
+    assert sanitize_paths.main(["--small", "--only", "row_sum"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" ok ") == 3 and "3 paths, 0 failed" in out
+    monkeypatch.setattr(sanitize_paths.kp, "row_sum", lambda x, plan: x.sum(-1) * 1.01)
+    assert sanitize_paths.main(["--small", "--only", "row_sum split"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  CheckFailed: relative error" in out and "1 paths, 1 failed" in out
+    assert sanitize_paths.main(["--small", "--only", "no such path"]) == 2

@@ -19,7 +19,7 @@ import pytest
 import site_workspace as sw
 
 from kernel_portfolio.evidence import gate
-from kernel_portfolio.evidence.quote import make_claim
+from kernel_portfolio.evidence.quote import Claim, make_claim
 from kernel_portfolio.evidence.sitebuild import rewrite_claim_links
 
 # ----------------------------------------------------------------- patterns
@@ -181,6 +181,22 @@ def test_nearest_saved_values_are_quotable(site, root):
     assert "{{ claim fixture/smoke softmax/fwd/1024x4096/float16 ours gbps }}" in failure
 
 
+@pytest.mark.parametrize("figure", [gate.Figure("table", "5", "column 'time'"),
+                                    gate.Figure("time", "0 ms", "took 0 ms")])  # fmt: skip
+def test_nearest_saved_values_survive_zero(figure):
+    saved = [
+        Claim("r/s", "c", "metrics.spills", "ours", None, 0.0, "0 bytes"),
+        Claim("r/s", "c", "metrics.spills", "torch", None, -1.0, "-1 bytes"),
+        Claim("r/s", "c", "median_us", "ours", None, 4.0, "4.00\u202fµs"),
+        Claim("r/s", "c", "median_us", "torch", None, 6.0, "6.00\u202fµs"),
+    ]
+    shown = gate._nearest(figure, saved)
+    if figure.kind == "table":
+        assert shown.index("torch median_us") < shown.index("ours median_us")  # 6 is nearer 5
+    else:
+        assert "median_us" in shown and "spills" not in shown
+
+
 def test_allow_list_needs_a_reason(site, root):
     _inject(site, "methodology/", "<p>the datasheet says 4.8 TB/s</p>")
     allow = root / gate.ALLOWLIST
@@ -227,14 +243,27 @@ def test_edited_kernel_makes_its_claims_stale(site, root):
     assert any(f.startswith("fixture-notebook/") for f in failures)
 
 
-def test_tampered_values_in_results_file(site, root):
+@pytest.mark.parametrize(
+    ("field", "factor"), [("median_ms", 0.5), ("gbps", 1.1), ("pct_copy", 1.01)]
+)
+def test_tampered_values_in_results_file(site, root, field, factor):
     path = root / "results" / "fixture" / "smoke.json"
     data = json.loads(path.read_text(encoding="utf-8"))
-    data["cases"][0]["impls"]["ours"]["median_ms"] *= 0.5
+    data["cases"][0]["impls"]["ours"][field] *= factor
     path.write_text(json.dumps(data), encoding="utf-8")
     failures = _failures(site, root)
-    assert any(f.startswith("results/fixture/smoke.json") and "median" in f for f in failures)
+    assert any(f.startswith("results/fixture/smoke.json") and field in f for f in failures)
     assert any(f.startswith("fixture-claims/") for f in failures)
+
+
+def test_tampered_ratio_in_results_file(site, root):
+    path = root / "results" / "fixture" / "smoke.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    gemm = next(c for c in data["cases"] if c["op"] == "matmul")
+    gemm["ratios"][0]["median"] *= 1.05  # the % of cuBLAS a page quotes
+    path.write_text(json.dumps(data), encoding="utf-8")
+    failures = _failures(site, root)
+    assert any(f.startswith("results/fixture/smoke.json") and "ratios" in f for f in failures)
 
 
 def test_tampered_hashes_in_results_file(site, root):
@@ -275,6 +304,22 @@ def test_evidence_values_are_checked_against_the_json(site, root):
     page.write_text(text.replace(value[0], value[0].replace(value[1], "1\u202fGB/s")), "utf-8")
     (failure,) = _failures(site, root)
     assert failure.startswith("evidence/fixture/smoke/") and "tampered" in failure
+
+
+def test_evidence_rows_point_at_their_own_record(site, root):
+    """A table row names its record once (data-kp-base); pointing it elsewhere is tampering."""
+    page = site / "evidence" / "fixture" / "smoke" / "index.html"
+    text = page.read_text(encoding="utf-8")
+    assert 'data-kp-base="/cases/0/impls/ours"' in text
+    page.write_text(
+        text.replace('data-kp-base="/cases/0/impls/ours"', 'data-kp-base="/cases/0/impls/torch"'),
+        encoding="utf-8",
+    )
+    failures = _failures(site, root)
+    assert failures and all(
+        f.startswith("evidence/fixture/smoke/") and "/cases/0/impls/torch/" in f and "tampered" in f
+        for f in failures
+    )
 
 
 def test_evidence_values_only_on_their_own_evidence_page(site, root):

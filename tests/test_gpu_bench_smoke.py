@@ -23,6 +23,9 @@ def test_timers_measure_positive_times():
     graph = timing.capture_graph(lambda: x * 2, 4)
     replay = timing.time_graph(graph, 5, 4)
     assert all(t > 0 for t in cold + warm + replay)
+    small = torch.randn(64, device="cuda")
+    host = timing.host_cost(lambda: small * 2, loop_ms=5.0, repeats=2)
+    assert len(host) == 2 and all(0 < us < 1e4 for us in host)
     assert timing.peak_memory(lambda: x * 2) >= x.numel() * 4
     nbytes, copy = timing.copy_bandwidth(3, nbytes=256 << 20)
     assert nbytes == 512 << 20 and min(copy) > 0
@@ -47,6 +50,9 @@ def test_smoke_suite_end_to_end(tmp_path, cache):
         assert ours["peak_mem_bytes"] > 0 and ours["gbps"] > 0
         for name, rec in case["impls"].items():
             assert rec["status"] in ("ok", "skipped"), (case["id"], name, rec["reason"])
+            host = rec["metrics"].get("host_us") if rec["status"] == "ok" else None
+            assert (host is not None) == (rec["status"] == "ok" and case["timer"] == "cuda_graph")
+            assert host is None or (host["unit"] == "us" and host["value"] > 0)
             assert rec["status"] == "ok" or rec["reason"]
         baselines = {r["baseline"] for r in case["ratios"]}
         assert baselines == {

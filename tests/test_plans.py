@@ -8,11 +8,11 @@ import pytest
 import torch
 import triton
 
-from kernel_portfolio import plans
+from kernel_portfolio import plan_rule, plans
 from kernel_portfolio.plans import RowPlan, choose
 
 # Widths around every power-of-two edge the rules care about (1, the
-# LOOP_CHUNK, the block limit for 2- and 4-byte elements, 2^20, past 2^20),
+# chunk width, the block limit for 2- and 4-byte elements, 2^20, past 2^20),
 # row counts around the split threshold (half the SM count) and the resident
 # program count, and the H200's SM count beside a small and an odd one.
 WIDTHS = [1, 2, 3, 781, 1024, 1025, 4096, 4097, 16384, 16385, 32768, 32769, 131072, 2**20 + 1]
@@ -35,7 +35,8 @@ def test_every_chosen_plan_is_valid(kind):
         if plan.kind == "block":
             assert n_cols <= plan.block < 2 * max(n_cols, 1), case
         else:
-            assert plan.block <= plans.LOOP_CHUNK, case
+            chunks = (plan_rule.SPLIT_CHUNK, plan_rule.NARROW_CHUNK, plan_rule.WIDE_CHUNK)
+            assert plan.block <= max(chunks), case
         if plan.kind == "split":
             chunks = triton.cdiv(n_cols, plan.block)
             assert 1 <= plan.splits <= min(chunks, plans.MAX_SPLITS), case
@@ -46,7 +47,7 @@ def test_every_chosen_plan_is_valid(kind):
 def test_auto_holds_rows_that_fit_and_splits_only_few_wide_rows():
     for n_rows, n_cols, elem_bytes, sms in GRID:
         plan = choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms)
-        fits = triton.next_power_of_2(n_cols) * elem_bytes <= plans.MAX_BLOCK_BYTES
+        fits = triton.next_power_of_2(n_cols) * elem_bytes <= plan_rule.MAX_BLOCK_BYTES
         if fits:
             assert plan.kind == "block"
         else:
@@ -211,3 +212,25 @@ def test_plan_arithmetic_keeps_the_row_count_symbolic(plan):
         plans.vec_width(x.element_size(), rows.shape[1], (rows.stride(0),))
     assert cols_symbol in shape_env.replacements  # specialised: it sets BLOCK
     assert rows_symbol not in shape_env.replacements
+
+
+def test_auto_reads_its_constants_from_plan_rule(monkeypatch):
+    """Fitting plan_rule changes auto's choices without touching plans.py."""
+    before = choose(4, 100_000, elem_bytes=2, sm_count=132)
+    assert (before.kind, before.block) == ("split", plan_rule.SPLIT_CHUNK)
+    monkeypatch.setattr(plan_rule, "SPLIT_ROWS_PER_SM", 0)
+    monkeypatch.setattr(plan_rule, "NARROW_MAX_BYTES", 200_000)
+    monkeypatch.setattr(plan_rule, "NARROW_CHUNK", 2048)
+    monkeypatch.setattr(plan_rule, "NARROW_WARPS", 16)
+    assert choose(4, 100_000, elem_bytes=2, sm_count=132) == RowPlan("looped", 2048, 16)
+    assert choose(4, 100_000, elem_bytes=4, sm_count=132).block == plan_rule.WIDE_CHUNK
+
+
+def test_choose_for_caches_plain_shapes_and_matches_choose():
+    plans._choose_cached.cache_clear()
+    x = torch.empty(3, 5, 1000, dtype=torch.float16)
+    for _ in range(3):
+        assert plans.choose_for(x) == choose(15, 1000, elem_bytes=2, sm_count=132)
+    assert plans._choose_cached.cache_info().hits == 2
+    with pytest.raises(ValueError, match="plan must be"):
+        plans.choose_for(x, "blocked")

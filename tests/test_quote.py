@@ -60,7 +60,11 @@ def test_time_picks_unit_after_rounding(us, text):
     ("value", "unit", "text"),
     [(3966.4, "GB/s", "3966 GB/s"), (91.44, "%", "91.4%"), (1.8049, "x", "1.80×"),
      (218.4, "TFLOP/s", "218 TFLOP/s"), (0.8123, "ms", "812 µs"), (812.0, "ms", "812 ms"),
-     (7.0, "", "7.00"), (3.0, "GiB", "3.00 GiB")],
+     (3.14159, "GiB", "3.14 GiB"), (0.5, "", "0.500"),
+     # counts: whole values in full, never rounded to 3 digits or given decimals
+     (7.0, "", "7"), (150, "compiles", "150 compiles"), (12345, "requests", "12345 requests"),
+     (40.0, "registers/thread", "40 registers/thread"), (0, "bytes/thread", "0 bytes/thread"),
+     (2.5, "compiles", "2.50 compiles")],
 )  # fmt: skip
 def test_format_value_by_unit(value, unit, text):
     assert format_value(value, unit) == text.replace(" ", SP)

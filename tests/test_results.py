@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kernel_portfolio import results
+from kernel_portfolio.bench import records
 from kernel_portfolio.bench.records import fixture_result
 from kernel_portfolio.results import (
     FRAME_COLUMNS,
@@ -81,6 +82,10 @@ def _impl(data, case=0, impl="ours"):
     return data["cases"][case]["impls"][impl]
 
 
+def _scale(record: dict, key: str, factor: float) -> None:
+    record[key] *= factor
+
+
 @pytest.mark.parametrize(
     ("edit", "field"),
     [
@@ -108,6 +113,17 @@ def _impl(data, case=0, impl="ours"):
             "cases[1].id",
         ),
         (lambda d: d["copy_bandwidth"].pop("gbps"), "copy_bandwidth.gbps"),
+        # Derived figures are recomputed: a hand-edited one does not validate.
+        (lambda d: _scale(_impl(d), "gbps", 1.001), "cases[0].impls.ours.gbps"),
+        (lambda d: _scale(_impl(d), "pct_copy", 1.01), "cases[0].impls.ours.pct_copy"),
+        (lambda d: _scale(_impl(d), "q90_ms", 1.01), "cases[0].impls.ours.q90_ms"),
+        (lambda d: _scale(_impl(d, 2), "tflops", 0.99), "cases[2].impls.ours.tflops"),
+        (lambda d: _impl(d).update(tflops=1.0), "cases[0].impls.ours.tflops"),
+        (lambda d: _impl(d, 2).update(gbps=None), "cases[2].impls.ours.gbps"),
+        (lambda d: _scale(d["cases"][0]["ratios"][0], "median", 1.01), "cases[0].ratios[0].median"),
+        (lambda d: _scale(d["cases"][2]["ratios"][0], "q10", 0.99), "cases[2].ratios[0].q10"),
+        (lambda d: _scale(d["copy_bandwidth"], "gbps", 1.01), "copy_bandwidth.gbps"),
+        (lambda d: d["timing"].update(visits=3), "cases[0].ratios[0]"),
     ],
 )
 def test_invalid_files_name_file_and_field(saved, edit, field):
@@ -116,6 +132,39 @@ def test_invalid_files_name_file_and_field(saved, edit, field):
         load(bad)
     assert err.value.field.startswith(field)
     assert str(bad) in str(err.value)
+
+
+def test_busy_flag_and_null_git_round_trip(root):
+    data = fixture_result(root)
+    data["gpu_state"]["busy_at_start"] = True
+    path = save(data, root / "results" / "fixture" / "smoke.json")
+    assert load(path).data["gpu_state"]["busy_at_start"] is True
+    data["gpu_state"]["busy_at_start"] = 1  # an int is not a bool
+    with pytest.raises(ResultError, match="busy_at_start.*expected bool"):
+        save(data, path)
+
+
+def test_derived_figures_tolerate_only_rounding(saved):
+    """Ratios come from unrounded samples: the saved ones pass, a nudge past the slack does not."""
+    data = json.loads(saved.read_text())
+    assert data["cases"][0]["ratios"], "the fixture saves ratios"
+    results.validate(data)
+    assert results.schema.SAMPLE_ROUNDING_MS == 0.5 * 10.0**-records.SAMPLE_DECIMALS
+    _scale(data["cases"][0]["ratios"][0], "median", 1 + 1e-3)
+    with pytest.raises(ResultError, match=r"ratios\[0\]\.median.*recomputed"):
+        results.validate(data)
+
+
+def test_rates_of_a_skipped_impl_are_rejected(saved):
+    def edit(d):
+        _impl(d, 0, "torch").update(
+            status="skipped", reason="x", samples_ms=[], median_ms=None, q10_ms=None, q90_ms=None,
+            pct_copy=None,
+        )  # fmt: skip
+        d["cases"][0]["ratios"] = [r for r in d["cases"][0]["ratios"] if r["baseline"] != "torch"]
+
+    with pytest.raises(ResultError, match=r"impls\.torch\.gbps.*no timing"):
+        load(_broken(saved, edit))
 
 
 def test_ratio_against_unmeasured_impl_is_rejected(saved):
@@ -194,6 +243,13 @@ def test_failed_replace_leaves_old_file(saved, monkeypatch):
         save(fixture_result(saved.parents[2], seed=1), saved)
     assert saved.read_bytes() == before
     assert not _leftovers(saved.parent)
+
+
+def test_saved_files_are_readable_by_others(saved):
+    assert saved.stat().st_mode & 0o777 == 0o644  # not mkstemp's private 0600
+    saved.chmod(0o664)
+    save(fixture_result(saved.parents[2], seed=1), saved)
+    assert saved.stat().st_mode & 0o777 == 0o664
 
 
 # --------------------------------------------------------------- staleness

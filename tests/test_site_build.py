@@ -21,6 +21,7 @@ import site_workspace as sw
 import yaml
 
 from kernel_portfolio.evidence import gate, htmltree
+from kernel_portfolio.evidence.quote import case_anchor
 
 #: Seconds the full build (notebooks executed) may take on a 2-core machine.
 BUILD_BUDGET_S = 60
@@ -280,3 +281,79 @@ def test_notebook_toc_follows_heading_ids():
     align_notebook_toc(content, toc)
     (top,) = list(toc)
     assert [c.id for c in top.children] == ["what-planspy-says", "srcs-choice"]
+
+
+def _generated(root: Path) -> dict[str, str]:
+    """What the build would add to the site for the results under ``root`` (no mkdocs run)."""
+    from kernel_portfolio.evidence.sitebuild import SiteBuild
+
+    build = SiteBuild()
+    build.root, build.results = root, gate.ResultSet(root)
+    build._generate()
+    return {
+        **{f.src_uri: f.content for f in build.generated},
+        **build.markers,
+    }
+
+
+def test_sweeps_get_evidence_pages_but_no_benchmark_tables(tmp_path):
+    from kernel_portfolio.bench.records import fixture_result
+    from kernel_portfolio.results import save
+
+    save(fixture_result(sw.ROOT), tmp_path / "results/fixture/smoke.json")
+    filtered = fixture_result(sw.ROOT)
+    filtered["filter"] = "op=softmax"
+    save(filtered, tmp_path / "results/fixture/smoke--op-softmax.json")
+    sweep = fixture_result(sw.ROOT)
+    sweep["suite"] = "chunk_rules_run1"
+    save(sweep, tmp_path / "results/fixture/chunk_rules_run1.json")
+    generated = _generated(tmp_path)
+    for rid in ("fixture/smoke", "fixture/smoke--op-softmax", "fixture/chunk_rules_run1"):
+        assert f"evidence/{rid}.md" in generated
+    benchmarks = generated["benchmarks/fixture.md"]
+    assert "Suite `smoke`" in benchmarks and "evidence/fixture/smoke--op-softmax.md" in benchmarks
+    assert "chunk_rules_run1" not in benchmarks
+    assert not any(uri.startswith("benchmarks/fixture/chunk_rules") for uri in generated)
+    index = generated["<!-- kp:benchmarks -->"]
+    assert "Sweeps and studies" in index and "(../evidence/fixture/chunk_rules_run1.md)" in index
+
+
+def test_skip_reasons_stay_out_of_measured_columns(tmp_path):
+    from kernel_portfolio.bench.records import fixture_result
+    from kernel_portfolio.results import save
+
+    reason = "check: RuntimeError: n = 131072 exceeds the 65536 columns Liger launches"
+    data = fixture_result(sw.ROOT, skip={"liger": reason})
+    save(data, tmp_path / "results/fixture/smoke.json")
+    page = _generated(tmp_path)["benchmarks/fixture.md"]
+    table = page[page.index("<table>") : page.index("</table>") + 8]
+    scan = gate.scan_page("benchmarks/fixture/", table)
+    assert scan.figures == [], scan.figures
+    assert f"<td>skipped: {reason}</td><td>—</td>" in table
+    assert len(scan.claims) > 0
+
+
+def test_large_results_split_into_detail_pages(tmp_path, monkeypatch):
+    from kernel_portfolio.bench.records import fixture_result
+    from kernel_portfolio.evidence import pages
+    from kernel_portfolio.results import save
+
+    monkeypatch.setattr(pages, "PAGE_ROWS", 20)
+    data = fixture_result(sw.ROOT, suite="default")
+    save(data, tmp_path / "results/fixture/default.json")
+    files = {f.src_uri: f.content for f in pages.evidence_page("fixture/default", data, {})}
+    main = files.pop("evidence/fixture/default.md")
+    details = {u[: -len(".md")]: text for u, text in files.items() if u.endswith(".md")}
+    assert "evidence/fixture/default/softmax-2" in details  # an operator over several pages
+    for case in data["cases"]:
+        anchor = case_anchor(case["id"])
+        (page,) = [u for u, text in details.items() if f"{{ #{anchor} }}" in text]
+        assert f'<tr id="{anchor}"><td><a href="{page.rsplit("/", 1)[1]}/#{anchor}">' in main
+    assert all(text.count("<tr data-kp-base") <= 20 for text in details.values())
+    # Their numbers are evidence values of the result, accepted on its pages only.
+    scans = [gate.scan_page(f"{u}/", text) for u, text in details.items()]
+    assert sum(len(s.values) for s in scans) > 100
+    report = gate.judge(scans, tmp_path)
+    assert report.ok, report.summary()
+    moved = gate.scan_page("methodology/", next(iter(details.values())))
+    assert not gate.judge([moved], tmp_path).ok

@@ -105,11 +105,43 @@ def check_dim(dim: object, ndim: int, name: str = "dim") -> int:
     return dim % max(ndim, 1)
 
 
+_NO_GUARD = contextlib.nullcontext()
+
+
 def device_guard(x: torch.Tensor) -> contextlib.AbstractContextManager:
     """Make ``x``'s CUDA device current for the kernel launches inside the ``with`` block.
 
     Triton launches on the current device, not on the device of the tensors it
     is given, so without this a tensor on ``cuda:1`` would be handed to a kernel
-    running on ``cuda:0``. A no-op for CPU tensors (the interpreter).
+    running on ``cuda:0``. A no-op for CPU tensors (the interpreter) and when
+    ``x``'s device is already current (the common case: switching devices
+    costs host time on every call).
     """
-    return torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext()
+    device = x.device
+    if device.type != "cuda" or device.index == torch.cuda.current_device():
+        return _NO_GUARD
+    return torch.cuda.device(device)
+
+
+def direct_route(*tensors: torch.Tensor | None) -> bool:
+    """Whether an operator may call its launcher directly instead of its custom op.
+
+    Every operator has one launcher and two ways to reach it. Going through
+    ``torch.ops.kp.*`` is what ``torch.compile`` traces and what autograd
+    records, but the dispatcher costs tens of microseconds of host time per
+    call, as much as a small kernel takes on the GPU. So the public functions
+    call the launcher directly when nothing needs the op: not while compiling,
+    not inside a ``__torch_dispatch__`` mode (fake tensors, tracing), and not
+    when autograd would record (grad enabled and some input requires grad).
+
+    Args:
+        *tensors: The operator's tensor inputs (``None`` for an absent optional one).
+
+    Returns:
+        True when the direct route gives exactly what the op would.
+    """
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack():
+        return False
+    if torch.is_grad_enabled():
+        return not any(t is not None and t.requires_grad for t in tensors)
+    return True

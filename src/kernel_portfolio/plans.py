@@ -14,9 +14,14 @@ Besides :func:`choose`, this module holds the launch arithmetic every row
 kernel shares: the SM count, the persistent grid, the rows view and the vector
 width that lets Triton emit 16-byte loads.
 
-The ``auto`` thresholds below are a documented first guess; the wide-rows case
-study (``case_studies/chunk_rules``) fits them on the H200 and this rule must
-cite that committed result once it exists.
+The ``auto`` rule reads its thresholds, chunk widths and warps from
+:mod:`kernel_portfolio.plan_rule`, a documented first guess that the wide-rows
+case study (``case_studies/chunk_rules``) fits on the H200. They live apart so
+that fitting them leaves this file, which the study's sweep hashes, unchanged.
+
+Host cost: a row operator calls :func:`choose_for` on every call, so the
+decision for plain-int shapes is cached (:func:`choose` is a pure function of
+its arguments) and so is the SM count per device.
 """
 
 from __future__ import annotations
@@ -26,18 +31,14 @@ import math
 from dataclasses import dataclass
 
 import torch
-import triton
+
+from kernel_portfolio import plan_rule
 
 PLAN_KINDS = ("block", "looped", "split")
 
-#: Widest row, in bytes, that ``auto`` lets one program hold in registers
-#: (16384 float32 or 32768 half-precision elements). First guess, see above.
-MAX_BLOCK_BYTES = 64 * 1024
 #: Widest ``block`` Triton can build at all (its largest tensor): a forced
 #: ``block`` plan for a wider row is refused rather than failing to compile.
 MAX_BLOCK_COLS = 1 << 20
-#: Chunk width, in elements, of the looped and split plans. First guess.
-LOOP_CHUNK = 4096
 #: Most programs that may share one row in the split plan. The merge kernel
 #: loads every partial statistic of a row as one ``MAX_SPLITS``-wide vector, a
 #: compile-time size, so a change of row count never recompiles it.
@@ -88,8 +89,10 @@ def _check_plan_name(plan: object) -> None:
         )
 
 
-def _warps_for(block: int, elem_bytes: int) -> int:
-    """Warps so that each thread holds about two 16-byte vectors, 4..16 warps."""
+def warps_for(block: int, elem_bytes: int, warps: int | None = None) -> int:
+    """``warps`` if given, else enough for about two 16-byte vectors per thread (4..16)."""
+    if warps is not None:
+        return warps
     per_warp = 32 * max(1, 16 // elem_bytes)
     return max(4, min(16, block // (per_warp * 2)))
 
@@ -99,9 +102,11 @@ def choose(
 ) -> RowPlan:
     """Choose a row plan.
 
-    ``auto`` holds a row in one program while it fits in ``MAX_BLOCK_BYTES``;
-    wider rows are split when there are at most half as many rows as SMs (one
-    program per row would leave SMs idle) and looped otherwise.
+    ``auto`` (constants from :mod:`kernel_portfolio.plan_rule`): ``split`` when
+    there are few rows (at most ``SPLIT_ROWS_PER_SM`` per SM; one program per
+    row would leave SMs idle) and each is wider than ``SPLIT_MIN_BYTES``; else
+    ``block`` while the row fits in ``MAX_BLOCK_BYTES``; else ``looped``, with
+    a narrow or a wide chunk. A chunk never exceeds the row's power-of-two width.
 
     Args:
         n_rows: Number of rows.
@@ -118,7 +123,7 @@ def choose(
         ValueError: ``plan`` is not one of the allowed values, or is a
             ``block`` plan (forced or given) that cannot hold a whole row.
     """
-    width = triton.next_power_of_2(max(n_cols, 1))
+    width = 1 << (max(n_cols, 1) - 1).bit_length()  # the next power of two
     if isinstance(plan, RowPlan):
         if plan.kind == "block" and plan.block < n_cols:
             raise ValueError(
@@ -128,10 +133,15 @@ def choose(
         return plan
     _check_plan_name(plan)
     if plan == "auto":
-        if width * elem_bytes <= MAX_BLOCK_BYTES:
-            plan = "block"
-        elif n_rows * 2 <= sm_count:
+        # Width first: a symbolic row count (torch.compile) is then guarded on
+        # only for rows wide enough to split.
+        if (
+            n_cols * elem_bytes > plan_rule.SPLIT_MIN_BYTES
+            and n_rows <= plan_rule.SPLIT_ROWS_PER_SM * sm_count
+        ):
             plan = "split"
+        elif width * elem_bytes <= plan_rule.MAX_BLOCK_BYTES:
+            plan = "block"
         else:
             plan = "looped"
     if plan == "block":
@@ -140,12 +150,29 @@ def choose(
                 f"plan='block' cannot hold a row of {n_cols} columns (at most {MAX_BLOCK_COLS}); "
                 "use 'looped' or 'split'"
             )
-        return RowPlan("block", width, _warps_for(width, elem_bytes))
-    chunk = min(LOOP_CHUNK, width)
+        return RowPlan("block", width, warps_for(width, elem_bytes, plan_rule.BLOCK_WARPS))
     if plan == "looped":
-        return RowPlan("looped", chunk, _warps_for(chunk, elem_bytes))
+        if n_cols * elem_bytes <= plan_rule.NARROW_MAX_BYTES:
+            chunk, warps = min(plan_rule.NARROW_CHUNK, width), plan_rule.NARROW_WARPS
+        else:
+            chunk, warps = min(plan_rule.WIDE_CHUNK, width), plan_rule.WIDE_WARPS
+        return RowPlan("looped", chunk, warps_for(chunk, elem_bytes, warps))
+    chunk = min(plan_rule.SPLIT_CHUNK, width)
     splits = split_count(n_rows, n_cols, chunk, sm_count)
-    return RowPlan("split", chunk, _warps_for(chunk, elem_bytes), splits)
+    return RowPlan("split", chunk, warps_for(chunk, elem_bytes, plan_rule.SPLIT_WARPS), splits)
+
+
+#: :func:`choose` for plain-int shapes, memoised: it runs on every operator call.
+_choose_cached = functools.lru_cache(maxsize=4096)(choose)
+
+
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for positive ``b``, in plain Python.
+
+    Launchers use this rather than ``triton.cdiv``, a Triton ``constexpr``
+    function whose every call from host code costs several microseconds.
+    """
+    return -(-a // b)
 
 
 def split_count(n_rows: int, n_cols: int, block: int, sm_count: int) -> int:
@@ -155,8 +182,8 @@ def split_count(n_rows: int, n_cols: int, block: int, sm_count: int) -> int:
     row has chunks, nor more than ``MAX_SPLITS``. The wide-rows case study uses
     this for every chunk width it tries.
     """
-    chunks = triton.cdiv(max(n_cols, 1), block)
-    return max(1, min(chunks, triton.cdiv(2 * sm_count, max(n_rows, 1)), MAX_SPLITS))
+    chunks = cdiv(max(n_cols, 1), block)
+    return max(1, min(chunks, cdiv(2 * sm_count, max(n_rows, 1)), MAX_SPLITS))
 
 
 def choose_for(x: torch.Tensor, plan: str | RowPlan = "auto") -> RowPlan:
@@ -164,10 +191,12 @@ def choose_for(x: torch.Tensor, plan: str | RowPlan = "auto") -> RowPlan:
 
     Under ``torch.compile`` with dynamic shapes the width arrives symbolic;
     ``int`` specialises it, as it must be: it picks the compile-time ``BLOCK``.
-    The row count stays symbolic.
+    The row count stays symbolic, and a symbolic call skips the cache.
     """
-    return choose(
-        math.prod(x.shape[:-1]),
+    n_rows = math.prod(x.shape[:-1])
+    pick = _choose_cached if type(n_rows) is int else choose
+    return pick(
+        n_rows,
         int(x.shape[-1]),
         elem_bytes=x.element_size(),
         sm_count=sm_count(x.device),
@@ -204,9 +233,9 @@ def split_segments(n_cols: int, plan: RowPlan) -> tuple[int, int]:
     fewer than ``plan.splits`` (10 chunks over 4 splits is 3, 3, 3, 1; over 6
     splits it is five programs of 2, as a sixth would have nothing to do).
     """
-    chunks = triton.cdiv(max(n_cols, 1), plan.block)
-    per_program = triton.cdiv(chunks, min(plan.splits, chunks))
-    return per_program, triton.cdiv(chunks, per_program)
+    chunks = cdiv(max(n_cols, 1), plan.block)
+    per_program = cdiv(chunks, min(plan.splits, chunks))
+    return per_program, cdiv(chunks, per_program)
 
 
 @functools.cache
@@ -215,14 +244,14 @@ def _cuda_sm_count(index: int) -> int:
 
 
 def sm_count(device: torch.device) -> int:
-    """Streaming multiprocessors of ``device``, cached per device.
+    """Streaming multiprocessors of ``device``, cached per device index.
 
     CPU tensors (the interpreter) get ``CPU_SM_COUNT``, the H200's count.
     """
     if device.type != "cuda":
         return CPU_SM_COUNT
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return _cuda_sm_count(index)
+    index = device.index
+    return _cuda_sm_count(index if index is not None else torch.cuda.current_device())
 
 
 def persistent_programs(n_rows: int, plan: RowPlan, sm_count: int) -> int:

@@ -20,7 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kernel_portfolio.bench.suites import HARNESS_SOURCES, OPS_GLOB, PLANS_SOURCE, SUITES, Case
+from kernel_portfolio.bench.suites import (
+    HARNESS_SOURCES,
+    OPS_GLOB,
+    PLAN_RULE_SOURCE,
+    PLANS_SOURCE,
+    SUITES,
+    Case,
+)
 from kernel_portfolio.results import SCHEMA_VERSION, source_hashes
 
 #: Raw samples are kept to the nanosecond (CUDA events resolve about 0.5 us).
@@ -166,7 +173,7 @@ def bench_sources(root: str | Path) -> dict[str, str]:
     """Hashes of every file the harness's numbers depend on: the ops, plans and the harness."""
     root = Path(root)
     ops = [Path(p).relative_to(root).as_posix() for p in glob.glob(str(root / OPS_GLOB))]
-    return source_hashes(root, [*ops, PLANS_SOURCE, *HARNESS_SOURCES])
+    return source_hashes(root, [*ops, PLANS_SOURCE, PLAN_RULE_SOURCE, *HARNESS_SOURCES])
 
 
 def copy_record(nbytes: int, samples_ms: list[float]) -> dict:
@@ -251,7 +258,9 @@ def fixture_result(
     rng = random.Random(seed)
     spec = SUITES[suite]
     sources = bench_sources(root)
-    copy_gbps = 3000.0
+    copy_ms = [(1 << 32) / 3000.0 / 1e6 * rng.lognormvariate(0.0, 0.01) for _ in range(10)]
+    copy = copy_record(1 << 32, copy_ms)
+    copy_gbps = copy["gbps"]  # the cases' %copy use the saved copy bandwidth, as in a run
     cases = []
     for case in spec.cases:
         nominal = case.bytes / 3e9 if case.flops is None else case.flops / 6e11
@@ -269,7 +278,6 @@ def fixture_result(
         cases.append(
             build_case_record(case, outcomes, copy_gbps=copy_gbps, cache="cold", sources=sources)
         )
-    copy_ms = [(1 << 32) / copy_gbps / 1e6 * rng.lognormvariate(0.0, 0.01) for _ in range(10)]
     state = {
         "utilization_pct": 0,
         "sm_clock_mhz": None,
@@ -297,7 +305,7 @@ def fixture_result(
             "platform": platform.platform(),
         },
         gpu_state={"before": state, "after": state, "busy_at_start": False},
-        copy_bandwidth=copy_record(1 << 32, copy_ms),
+        copy_bandwidth=copy,
         timing={
             "cache": "cold",
             "visits": spec.visits,
@@ -312,16 +320,23 @@ def fixture_result(
     )
 
 
+def _host_us(rec: dict | None) -> str:
+    """An implementation's ``host_us`` metric for the summary table (blank when absent)."""
+    metric = (rec or {}).get("metrics", {}).get("host_us")
+    return f"{metric['value']:7.1f}" if metric else " " * 7
+
+
 def summary_table(data: dict) -> str:
     """The end-of-run table: one line per case.
 
     Columns: ours' median time, GB/s and % of the copy bandwidth (TFLOP/s for
     GEMM), then the speed-up of ours over each baseline (baseline time / ours),
-    and the status of anything not measured.
+    and the status of anything not measured. Latency-bound cases add the
+    eager per-call host cost (metric ``host_us``) of ours and of torch.
     """
     lines = [
         f"{'case':<42} {'timer':<10} {'ours us':>9} {'GB/s':>6} {'%copy':>5} {'TFLOP/s':>7}"
-        "  speed-up of ours (baseline time / ours) and notes"
+        f" {'host us':>7} {'torch':>7}  speed-up of ours (baseline time / ours) and notes"
     ]
     for case in data["cases"]:
         ours = case["impls"]["ours"]
@@ -336,8 +351,9 @@ def summary_table(data: dict) -> str:
             for name, rec in case["impls"].items()
             if rec["status"] != "ok"
         ]
+        host = [_host_us(case["impls"].get(name)) for name in ("ours", "torch")]
         lines.append(
             f"{head} {ours['median_ms'] * 1e3:9.2f} {ours['gbps']:6.0f} {ours['pct_copy']:5.1f} "
-            f"{tflops}  {', '.join(notes)}"
+            f"{tflops} {host[0]} {host[1]}  {', '.join(notes)}"
         )
     return "\n".join(lines)

@@ -33,6 +33,7 @@ import math
 import random
 import re
 import signal
+import statistics
 import sys
 import time
 import zlib
@@ -412,6 +413,23 @@ def _prepare_impl(
     return _Ready(call, prepare, graph, ImplOutcome("ok", None, rel, [], peak, metrics))
 
 
+def _measure_host_cost(ready: dict[str, _Ready], outcomes: dict[str, ImplOutcome]) -> None:
+    """Add the metric ``host_us`` (eager per-call host cost) to every ready implementation.
+
+    Only latency-bound (``cuda_graph``) cases get it: their inputs are small,
+    so the GPU work per call is a few microseconds and the host is the
+    bottleneck of back-to-back eager calls (see :func:`timing.host_cost`).
+    """
+    for name, r in list(ready.items()):
+        try:
+            values = timing.host_cost(r.call, prepare=r.prepare)
+        except Exception as err:
+            outcomes[name] = _not_ok(name, "host cost", err)
+            ready.pop(name)
+            continue
+        r.outcome.metrics["host_us"] = {"value": statistics.median(values), "unit": "us"}
+
+
 def run_case(
     case: Case,
     *,
@@ -459,6 +477,8 @@ def run_case(
                 ready.pop(name)
                 continue
             r.outcome.visits.append(samples)
+    if case.timer == "cuda_graph":
+        _measure_host_cost(ready, outcomes)
     for r in ready.values():
         if r.prepare is not None:
             r.prepare()
@@ -511,6 +531,11 @@ def _case_line(index: int, total: int, record: dict) -> str:
     if ours["status"] != "ok":
         return f"{head}: ours {ours['status']}: {ours['reason']}"
     parts = [f"ours {ours['median_ms'] * 1e3:.2f} us", f"err {ours['rel_error']:.1e}"]
+    parts += [
+        f"{name} host {rec['metrics']['host_us']['value']:.1f} us"
+        for name, rec in record["impls"].items()
+        if "host_us" in rec.get("metrics", {})
+    ]
     parts += [f"{r['baseline']} {r['median']:.2f}x" for r in record["ratios"]]
     parts += [
         f"{name} {rec['status']}: {rec['reason']}"
@@ -518,6 +543,19 @@ def _case_line(index: int, total: int, record: dict) -> str:
         if rec["status"] != "ok"
     ]
     return f"{head}: " + "; ".join(parts)
+
+
+def case_not_run(case: Case, err: BaseException) -> dict[str, ImplOutcome]:
+    """Outcomes of a case that raised outside any one implementation's check or timing.
+
+    Ours is recorded as failed (the harness could not measure it, and that is
+    a finding), the baselines as skipped, all with the error as the reason.
+    """
+    first = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+    reason = f"case not run: {type(err).__name__}: {first}"
+    return {
+        name: ImplOutcome("failed" if name == "ours" else "skipped", reason) for name in case.impls
+    }
 
 
 def _measure_cases(cases, *, suite, visits, cache, seed, flusher, copy_gbps, sources) -> list:
@@ -543,11 +581,9 @@ def _measure_cases(cases, *, suite, visits, cache, seed, flusher, copy_gbps, sou
             outcomes, case_cache = run_case(
                 case, suite=suite, visits=visits, cache=cache, seed=seed, flusher=flusher
             )
-        except Exception as err:  # inputs or references that do not fit: skip the case, go on
+        except Exception as err:  # the case itself raised: record it and go on
             torch.cuda.empty_cache()
-            first = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
-            reason = f"case not run: {type(err).__name__}: {first}"
-            outcomes = {name: ImplOutcome("skipped", reason) for name in case.impls}
+            outcomes = case_not_run(case, err)
             case_cache = cache
         record = build_case_record(
             case, outcomes, copy_gbps=copy_gbps, cache=case_cache, sources=sources
@@ -569,7 +605,12 @@ def _timing_block(suite: Suite, cache, visits, seed, warm_ms, flusher) -> dict:
         "host launch cost, e.g. autograd fwdbwd of small shapes, measures the host); cold: a "
         "buffer of twice the L2 is overwritten before each call; cuda_graph: graph_calls calls "
         "per replay, warm L2; speed-up ratios are computed per visit (baseline median / impl "
-        "median), then summarised over visits; compile time is excluded (metric compile_ms)."
+        "median), then summarised over visits; compile time is excluded (metric compile_ms); "
+        f"host_us (cuda_graph cases only): eager wall-clock time per call of about "
+        f"{timing.HOST_LOOP_MS:g} ms of back-to-back calls synchronised only before and after "
+        f"the loop, median of {timing.HOST_REPEATS} loops; "
+        "the inputs are small (GPU work of a few us per call), so the host is the "
+        "bottleneck and this is the per-call host cost of the Python entry point."
     )
     return {
         "cache": cache,

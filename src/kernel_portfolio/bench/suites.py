@@ -46,6 +46,8 @@ HARNESS_SOURCES = (
 )
 #: Row operators also depend on the row-plan rules.
 PLANS_SOURCE = "src/kernel_portfolio/plans.py"
+#: ... and on the constants of their ``auto`` rule.
+PLAN_RULE_SOURCE = "src/kernel_portfolio/plan_rule.py"
 #: Glob (repo-relative) of the operator files; all of them are hashed into every result.
 OPS_GLOB = "src/kernel_portfolio/ops/*.py"
 
@@ -62,7 +64,7 @@ class OpSpec:
         bytes_fwdbwd: Compulsory bytes of forward plus backward.
         flops_fwd: Floating-point operations of the forward pass (GEMM only).
         flops_fwdbwd: Same for forward plus backward.
-        row_op: Whether the operator walks rows (then it also depends on plans.py).
+        row_op: Whether the operator walks rows (then it also depends on plans.py and plan_rule.py).
         traffic: One sentence that derives the byte formulas.
     """
 
@@ -78,7 +80,7 @@ class OpSpec:
 
     def depends_on(self) -> tuple[str, ...]:
         """Repo-relative files whose change makes this operator's numbers stale."""
-        extra = (PLANS_SOURCE,) if self.row_op else ()
+        extra = (PLANS_SOURCE, PLAN_RULE_SOURCE) if self.row_op else ()
         return (self.source, *extra, *HARNESS_SOURCES)
 
 

@@ -9,6 +9,12 @@
   CUDA graph and replayed; a sample is one replay's time divided by ``calls``.
   This removes the host's launch cost, which dominates latency-bound shapes;
   the L2 stays warm between the captured calls.
+* :func:`host_cost`: the eager per-call cost on the host: wall-clock time of
+  many back-to-back calls, synchronised once before and once after the loop
+  (never inside it). With inputs small enough that the GPU work per call is a
+  few microseconds, the host (Python, argument checks, dispatch, launch) is
+  the bottleneck, so the time per call is the host's cost; when the device
+  work per call is longer, the number is bounded by the device instead.
 * :func:`busy`: keeps the GPU busy for a while before timing, since an idle
   GPU's clocks are down and distort the first samples.
 """
@@ -20,6 +26,12 @@ import time
 from collections.abc import Callable
 
 import torch
+
+#: Wall-clock length of one :func:`host_cost` loop (milliseconds) and its repeats.
+HOST_LOOP_MS = 20.0
+HOST_REPEATS = 3
+#: Calls of the first :func:`host_cost` loop, which sizes the others.
+HOST_PROBE_CALLS = 20
 
 #: Bytes copied by :func:`copy_bandwidth` (the source; the count is read + write).
 COPY_BYTES = 2 << 30
@@ -84,6 +96,41 @@ def time_events(
         end.record()
     torch.cuda.synchronize()
     return [start.elapsed_time(end) for start, end in events]
+
+
+def host_cost(
+    call: Callable[[], object],
+    *,
+    prepare: Callable[[], None] | None = None,
+    loop_ms: float = HOST_LOOP_MS,
+    repeats: int = HOST_REPEATS,
+) -> list[float]:
+    """Microseconds per eager call, one value per repeat of a loop of about ``loop_ms``.
+
+    Each loop runs ``n`` calls back to back (``prepare`` before each, inside
+    the loop: it only drops gradients) between one synchronisation before and
+    one after, and its wall-clock time (``time.perf_counter``, the final
+    synchronisation included) is divided by ``n``. A first loop of
+    :data:`HOST_PROBE_CALLS` calls sizes ``n``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if not loop_ms > 0:
+        raise ValueError(f"loop_ms must be > 0, got {loop_ms}")
+
+    def loop(n: int) -> float:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(n):
+            if prepare is not None:
+                prepare()
+            call()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - start) / n
+
+    per_call = loop(HOST_PROBE_CALLS)
+    n = max(HOST_PROBE_CALLS, round(loop_ms * 1e-3 / max(per_call, 1e-7)))
+    return [loop(n) * 1e6 for _ in range(repeats)]
 
 
 def capture_graph(

@@ -18,9 +18,12 @@ notebooks, API pages, generated pages) and fails on:
   archived result (``archive/...``) is quoted as a record of the past: it is
   judged against the sources kept beside it, not against today's files;
 * an **evidence value** (``span.kp-value``) anywhere but the generated
-  evidence page of its own result, or whose text differs from the value the
-  JSON pointer ``data-field`` names in that result. This is the only way a
-  page shows a raw number without a claim, and only evidence pages can;
+  evidence pages of its own result (``evidence/<id>/`` and its per-operator
+  detail pages), or whose text differs from the value the JSON pointer names
+  in that result. The pointer is the nearest enclosing ``data-kp-base`` (if
+  any) followed by the value's ``data-field``; ``data-result`` too may sit on
+  an enclosing element (a table). This is the only way a page shows a raw
+  number without a claim, and only evidence pages can;
 * a results file that does not validate (edited values or hashes);
 * a resource loaded from another host (script, stylesheet, image, frame,
   ``import()`` or ``url()``): the site must work offline;
@@ -263,6 +266,10 @@ def _is_value(node: htmltree.Node) -> bool:
     return "kp-value" in node.classes
 
 
+#: Attributes an evidence value takes from its nearest enclosing element that has them.
+_INHERITED = ("data-result", "data-kp-base")
+
+
 def scan_page(url: str, source: str) -> PageScan:
     """Read one built page.
 
@@ -281,7 +288,7 @@ def scan_page(url: str, source: str) -> PageScan:
             scan.figures.extend(find_figures("".join(buffer)))
             buffer.clear()
 
-    def walk(node: htmltree.Node | str) -> None:
+    def walk(node: htmltree.Node | str, context: dict[str, str]) -> None:
         if isinstance(node, str):
             buffer.append(node)
             return
@@ -291,8 +298,13 @@ def scan_page(url: str, source: str) -> PageScan:
             scan.claims.append((node.attrs, node.text()))
             buffer.append(_MASK)
             return
+        inherited = {k: node.attrs[k] for k in _INHERITED if k in node.attrs}
+        if inherited:
+            context = {**context, **inherited}
         if _is_value(node):
-            scan.values.append((node.attrs, node.text()))
+            attrs = {**context, **node.attrs}
+            attrs["data-field"] = context.get("data-kp-base", "") + node.attrs.get("data-field", "")
+            scan.values.append((attrs, node.text()))
             buffer.append(_MASK)
             return
         block = node.tag not in INLINE
@@ -301,11 +313,11 @@ def scan_page(url: str, source: str) -> PageScan:
         if node.tag == "table":
             _scan_table(node, scan)
         for child in node.children:
-            walk(child)
+            walk(child, context)
         if block:
             flush()
 
-    walk(body)
+    walk(body, {})
     flush()
     return scan
 
@@ -460,12 +472,15 @@ class ResultSet:
 def _nearest(figure: Figure, saved: list[Claim], limit: int = 3) -> str:
     """The saved values closest to a figure of the same kind, as quotable claims."""
     value = _figure_value(figure)
-    kind = {"table": None}.get(figure.kind, figure.kind)
-    pool = [c for c in saved if _claim_kind(c) == kind and c.value > 0] if kind else saved
+    kind = None if figure.kind == "table" else figure.kind
+    pool = [c for c in saved if kind is None or _claim_kind(c) == kind]
     if not pool:
         return "no saved value of that kind"
-    if value and value > 0:
-        pool = sorted(pool, key=lambda c: abs(math.log(c.value / value)))
+    if value is not None and value > 0:
+        # Closest on a log scale; a saved value of 0 (a count) is never "close".
+        pool = sorted(
+            pool, key=lambda c: abs(math.log(c.value / value)) if c.value > 0 else math.inf
+        )
     shown = [
         f"{c.text} = {{{{ claim {c.result_id} {c.case_id} "
         f"{c.impl}{'/' + c.baseline if c.baseline and c.stat == 'speedup' else ''} {c.stat} }}}}"
@@ -674,7 +689,7 @@ def _judge_claim(url, attrs, text, results: ResultSet, fail) -> ClaimRecord:
 def _judge_value(url, attrs, text, results: ResultSet, fail) -> None:
     result_id = attrs.get("data-result", "")
     where = f"evidence value {_show(text)} ({result_id} {attrs.get('data-field', '')})"
-    if url != f"evidence/{result_id}/":
+    if not result_id or not url.startswith(f"evidence/{result_id}/"):
         fail(f"{where} may only appear on its own generated evidence page evidence/{result_id}/")
         return
     result = results.get(result_id)

@@ -15,10 +15,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kernel_portfolio import charts
+from kernel_portfolio.bench.suites import SUITES
 from kernel_portfolio.evidence.quote import Claim, case_anchor, format_value, make_claim
 
 #: Implementations in the order tables list them.
 IMPL_ORDER = ("ours", "torch", "compile", "liger", "cublas")
+#: A result with more implementation records than this (a sweep: hundreds of
+#: cases times dozens of plans) shows its cases on detail pages of at most this
+#: many records each (``evidence/<id>/<op>.md``, or ``<op>-<k>.md`` when one
+#: operator needs several), so that no page grows past what a phone loads
+#: comfortably; its evidence page keeps each case's anchor, where claims link.
+PAGE_ROWS = 800
 
 
 @dataclass(frozen=True)
@@ -37,19 +44,25 @@ def _pointer(*parts: object) -> str:
     return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def _value(result_id: str, data: dict, unit: str, *path: object, scale: float = 1.0) -> str:
-    """An evidence value: the saved number at ``path`` (times ``scale``), formatted.
+def _value(
+    result_id: str, data: dict, unit: str, *path: object, scale: float = 1.0, base: tuple = ()
+) -> str:
+    """An evidence value: the saved number at ``base + path`` (times ``scale``), formatted.
 
     The span carries the JSON pointer of the number, so the gate can check it.
+    With ``base``, the span names only ``path``: the result and the base
+    pointer come from enclosing elements (``data-result`` on the table,
+    ``data-kp-base`` on the row), which keeps tables of many rows small.
     """
     node: object = data
-    for part in path:
+    for part in (*base, *path):
         node = node[part]  # type: ignore[index]
     if node is None:
         return "—"
     extra = f' data-scale="{scale!r}"' if scale != 1.0 else ""
+    result = "" if base else f'data-result="{_esc(result_id)}" '
     return (
-        f'<span class="kp-value" data-result="{_esc(result_id)}" '
+        f'<span class="kp-value" {result}'
         f'data-field="{_esc(_pointer(*path))}" data-unit="{_esc(unit)}"{extra}>'
         f"{_esc(format_value(float(node) * scale, unit))}</span>"
     )
@@ -86,7 +99,9 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
         stale: For each stale case id, the sources that changed since the run.
 
     Returns:
-        The page (``evidence/<id>.md``) and one samples chart JSON per operator.
+        The page (``evidence/<id>.md``), one samples chart JSON per operator
+        (per detail page when split), and for a result of more than
+        :data:`PAGE_ROWS` implementation records its detail pages.
     """
     raw_json, raw_log = raw_names(result_id, data)
     here = posixpath.dirname(f"evidence/{result_id}.md")
@@ -182,29 +197,115 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
     lines += ["## Run", "", _table(None, run_rows), ""]
 
     files: list[GeneratedFile] = []
-    stem = result_id.rsplit("/", 1)[-1]
+    cases = list(enumerate(data.get("cases", [])))
+    split = sum(len(case.get("impls", {})) for _, case in cases) > PAGE_ROWS
+    page = f"evidence/{result_id}.md"
     for op in _ops(data):
         lines += [f"## {op}", ""]
-        try:
-            fig = charts.samples_figure(data, op)
-        except ValueError:
-            fig = None  # no samples: every implementation was skipped
-        if fig is not None:
-            name = f"{stem}-{op}-samples"
-            chart_uri = f"evidence/{result_id}/{name}.json"
-            files.append(GeneratedFile(chart_uri, charts.figure_json(fig)))
-            src = posixpath.relpath(chart_uri, f"evidence/{result_id}")
-            lines += [
-                charts.chart_div(None, name, src=src),
+        in_op = [(i, case) for i, case in cases if case["op"] == op]
+        if not split:
+            lines += _op_sections(result_id, data, op, in_op, stale, page, files)
+            continue
+        parts = _parts(in_op)
+        where: dict[str, str] = {}
+        for k, part in enumerate(parts, 1):
+            name = op if len(parts) == 1 else f"{op}-{k}"
+            detail = f"evidence/{result_id}/{name}.md"
+            title = op if len(parts) == 1 else f"{op}, part {k} of {len(parts)}"
+            body = [
+                f"# Evidence: {result_id}, {title}",
                 "",
-                f"[Chart data (JSON)]({posixpath.relpath(chart_uri, here)})",
+                f"Every implementation of each case below, from "
+                f"[{result_id}]({posixpath.relpath(page, posixpath.dirname(detail))})"
+                ", the run's evidence page (environment, raw JSON, raw log).",
                 "",
+                *_op_sections(result_id, data, op, part, stale, detail, files, chart=name),
             ]
-        for index, case in enumerate(data.get("cases", [])):
-            if case["op"] == op:
-                lines += _case_section(result_id, data, index, case, stale.get(case["id"]))
-    files.append(GeneratedFile(f"evidence/{result_id}.md", "\n".join(lines)))
+            files.append(GeneratedFile(detail, "\n".join(body)))
+            where.update((case["id"], name) for _, case in part)
+        lines += [
+            f"{len(in_op)} case(s), each with every implementation and its samples on "
+            + ", ".join(
+                f"[{op if len(parts) == 1 else f'part {k}'}]"
+                f"({posixpath.relpath(f'evidence/{result_id}/{name}.md', here)})"
+                for k, name in enumerate(dict.fromkeys(where.values()), 1)
+            )
+            + ".",
+            "",
+            _case_index(in_op, stale, where),
+            "",
+        ]
+    files.append(GeneratedFile(page, "\n".join(lines)))
     return files
+
+
+def _parts(in_op: list) -> list[list]:
+    """Consecutive groups of cases of at most :data:`PAGE_ROWS` implementation records each."""
+    parts: list[list] = [[]]
+    rows = 0
+    for item in in_op:
+        n = len(item[1].get("impls", {}))
+        if parts[-1] and rows + n > PAGE_ROWS:
+            parts.append([])
+            rows = 0
+        parts[-1].append(item)
+        rows += n
+    return parts
+
+
+def _op_sections(
+    result_id: str,
+    data: dict,
+    op: str,
+    in_op: list,
+    stale: dict,
+    page: str,
+    files: list,
+    *,
+    chart: str | None = None,
+) -> list[str]:
+    """A samples chart (added to ``files``) and the case sections of ``in_op``, for ``page``."""
+    lines: list[str] = []
+    try:
+        fig = charts.samples_figure({"cases": [case for _, case in in_op]}, op)
+    except ValueError:
+        fig = None  # no samples: every implementation was skipped
+    if fig is not None:
+        name = f"{result_id.rsplit('/', 1)[-1]}-{chart or op}-samples"
+        chart_uri = f"evidence/{result_id}/{name}.json"
+        files.append(GeneratedFile(chart_uri, charts.figure_json(fig)))
+        lines += [
+            # data-src is relative to the page's URL (the .md path without .md, a folder).
+            charts.chart_div(None, name, src=posixpath.relpath(chart_uri, page[: -len(".md")])),
+            "",
+            f"[Chart data (JSON)]({posixpath.relpath(chart_uri, posixpath.dirname(page))})",
+            "",
+        ]
+    for index, case in in_op:
+        lines += _case_section(result_id, data, index, case, stale.get(case["id"]))
+    return lines
+
+
+def _case_index(in_op: list, stale: dict, where: dict[str, str]) -> str:
+    """The cases of a split evidence page, one row each.
+
+    A row holds the case's anchor (where claims link) and links to the detail
+    page that shows the case (``where[case id]``, a page name).
+    """
+    rows = []
+    for _, case in in_op:
+        anchor = case_anchor(case["id"])
+        statuses = [rec.get("status") for rec in case.get("impls", {}).values()]
+        counts = ", ".join(f"{statuses.count(s)} {s}" for s in dict.fromkeys(statuses))
+        rows.append(
+            f'<tr id="{anchor}"><td><a href="{_esc(where[case["id"]])}/#{anchor}">'
+            f"<code>{_esc(case['id'])}</code></a></td><td>{_esc(counts)}</td>"
+            f"<td>{'stale' if case['id'] in stale else 'current'}</td></tr>"
+        )
+    return (
+        "<table><thead><tr><th>case</th><th>implementations</th><th>sources</th></tr></thead>"
+        "<tbody>" + "".join(rows) + "</tbody></table>"
+    )
 
 
 def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -> list[str]:
@@ -217,31 +318,35 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
         if changed
         else "current"
     )
-    rows = []
+    rows, row_attrs = [], []
     for impl in _impls(case):
         record = case["impls"][impl]
         base = ("cases", index, "impls", impl)
         if record.get("status") != "ok":
             rows.append(
                 [_esc(impl), f"{_esc(record.get('status'))}: {_esc(record.get('reason'))}"]
-                + [""] * 7
+                + ["—"] * 7
             )
+            row_attrs.append("")
             continue
+
+        def value(unit: str, key: str, base=base) -> str:
+            return _value(result_id, data, unit, key, base=base)
+
         rows.append(
             [
                 _esc(impl),
                 "ok",
                 f"{record['rel_error']:.1e}" if record.get("rel_error") is not None else "—",
-                _value(result_id, data, "ms", *base, "median_ms"),
-                _value(result_id, data, "ms", *base, "q10_ms")
-                + " – "
-                + _value(result_id, data, "ms", *base, "q90_ms"),
-                _value(result_id, data, "GB/s", *base, "gbps"),
-                _value(result_id, data, "%", *base, "pct_copy"),
-                _value(result_id, data, "TFLOP/s", *base, "tflops"),
+                value("ms", "median_ms"),
+                value("ms", "q10_ms") + " – " + value("ms", "q90_ms"),
+                value("GB/s", "gbps"),
+                value("%", "pct_copy"),
+                value("TFLOP/s", "tflops"),
                 _esc(len(record.get("samples_ms") or [])),
             ]
         )
+        row_attrs.append(f' data-kp-base="{_esc(_pointer(*base))}"')
     lines = [
         f"### {_esc(case['id'])} {{ #{anchor} }}",
         "",
@@ -262,6 +367,8 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
                 "samples",
             ],
             rows,
+            attrs=f' data-result="{_esc(result_id)}"',
+            row_attrs=row_attrs,
         ),
         "",
     ]
@@ -318,21 +425,31 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
     return lines
 
 
-def _table(headers: list[str] | None, rows: Iterable[Iterable[str]]) -> str:
-    """An HTML table of cell HTML; without ``headers``, each row's first cell heads it."""
-    out = ["<table>"]
+def _table(
+    headers: list[str] | None,
+    rows: Iterable[Iterable[str]],
+    *,
+    attrs: str = "",
+    row_attrs: list[str] | None = None,
+) -> str:
+    """An HTML table of cell HTML; without ``headers``, each row's first cell heads it.
+
+    ``attrs`` goes into the ``<table>`` tag and ``row_attrs[i]`` into row ``i``'s ``<tr>``.
+    """
+    out = [f"<table{attrs}>"]
     if headers is not None:
         out.append(
             "<thead><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in headers) + "</tr></thead>"
         )
     out.append("<tbody>")
-    for row in rows:
+    for i, row in enumerate(rows):
         cells = list(row)
         if headers is None:
             first, cells = f'<th scope="row">{cells[0]}</th>', cells[1:]
         else:
             first = ""
-        out.append("<tr>" + first + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        tr = row_attrs[i] if row_attrs else ""
+        out.append(f"<tr{tr}>" + first + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
 
@@ -404,7 +521,8 @@ def _claim_or_dash(result_id, data, case_id, stat, impl, baseline=None) -> str:
 def _benchmark_table(result_id: str, data: dict, op: str) -> str:
     cases = [c for c in data.get("cases", []) if c["op"] == op]
     with_flops = any(c.get("flops") for c in cases)
-    headers = ["shape", "dtype", "mode", "impl", "median time", "GB/s", "% of copy"]
+    stats = ["median_us", "gbps", "pct_copy"] + (["tflops"] if with_flops else [])
+    headers = ["shape", "dtype", "mode", "impl", "status", "median time", "GB/s", "% of copy"]
     headers += ["TFLOP/s"] if with_flops else []
     headers += ["ours: speed-up over it"]
     rows = []
@@ -418,13 +536,11 @@ def _benchmark_table(result_id: str, data: dict, op: str) -> str:
                 _esc(impl),
             ]
             if record.get("status") != "ok":
-                rows.append(
-                    row
-                    + [f"{_esc(record.get('status'))}: {_esc(record.get('reason'))}"]
-                    + [""] * (len(headers) - 5)
-                )
+                # The reason goes in the status column: its words are not a measured figure.
+                status = f"{_esc(record.get('status'))}: {_esc(record.get('reason'))}"
+                rows.append(row + [status] + ["—"] * (len(stats) + 1))
                 continue
-            stats = ["median_us", "gbps", "pct_copy"] + (["tflops"] if with_flops else [])
+            row.append("ok")
             row += [_claim_or_dash(result_id, data, case["id"], s, impl) for s in stats]
             row.append(
                 ""
@@ -435,8 +551,26 @@ def _benchmark_table(result_id: str, data: dict, op: str) -> str:
     return _table(headers, rows)
 
 
-def benchmarks_index(gpus: dict[str, list[str]], invalid: list[str]) -> str:
-    """Markdown listing the per-GPU pages, or saying that no result is committed yet."""
+def on_benchmarks_page(data: dict) -> bool:
+    """Whether a result belongs on its GPU's Benchmarks page.
+
+    Runs of a ``kp bench`` suite (full or filtered) do; sweeps and studies,
+    whose suites are their own (hundreds of plan variants per case), get their
+    evidence page only, and the notebooks that study them quote them.
+    """
+    return data.get("suite") in SUITES
+
+
+def benchmarks_index(
+    gpus: dict[str, list[str]], invalid: list[str], others: list[str] | None = None
+) -> str:
+    """Markdown listing the per-GPU pages, or saying that no result is committed yet.
+
+    Args:
+        gpus: Result ids of ``kp bench`` runs, per GPU slug.
+        invalid: Ids of results files that do not validate.
+        others: Ids of other runs (sweeps, studies), listed with their evidence pages.
+    """
     if not gpus:
         lines = [
             "No benchmark results are committed yet. Once a run of `kp bench --suite default` "
@@ -451,6 +585,14 @@ def benchmarks_index(gpus: dict[str, list[str]], invalid: list[str]) -> str:
                 + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in ids)
                 + " |"
             )
+    if others:
+        lines += [
+            "",
+            "Sweeps and studies are not tabulated here; the case studies quote them, and "
+            "each has its evidence page: "
+            + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in others)
+            + ".",
+        ]
     if invalid:
         lines += [
             "",

@@ -179,7 +179,9 @@ def format_value(value: float, unit: str) -> str:
         unit: ``"us"`` (any duration is converted to microseconds first),
             ``"GB/s"`` (integer), ``"%"`` (one decimal), ``"x"`` (a ratio, two
             decimals and ``×``), ``"TFLOP/s"`` (3 significant digits), or any
-            other unit (3 significant digits, then the unit).
+            other unit, a count's (``compiles``, ``requests``,
+            ``registers/thread``): a whole value in full (``150 compiles``),
+            any other with 3 significant digits; then the unit.
 
     Returns:
         The text a page shows.
@@ -192,9 +194,8 @@ def format_value(value: float, unit: str) -> str:
         return f"{value:.1f}%"
     if unit in ("x", "×"):
         return f"{value:.2f}×"
-    if unit == "":
-        return significant(value)
-    return f"{significant(value)}{_SP}{unit}"
+    shown = f"{value:.0f}" if float(value).is_integer() else significant(value)
+    return f"{shown}{_SP}{unit}" if unit else shown
 
 
 _TIME_SCALE_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}

@@ -195,7 +195,7 @@ class SiteBuild:
         results = self.results
         self.generated, self.copies = [], []
         by_gpu: dict[str, list] = {}
-        index_entries, invalid = [], []
+        index_entries, invalid, others = [], [], []
         for result_id in results.ids():
             result = results.get(result_id)
             if result is None:
@@ -215,16 +215,20 @@ class SiteBuild:
                 # (a log named but missing leaves the page's link broken: strict fails on it)
                 self.copies.append((raw_log, log_path))
             index_entries.append((result_id, data, len(stale)))
-            if not result_id.startswith("archive/"):
+            if result_id.startswith("archive/"):
+                continue
+            if pages.on_benchmarks_page(data):
                 by_gpu.setdefault(result_id.split("/")[0], []).append(
                     (result_id, data, result.frame())
                 )
+            else:
+                others.append(result_id)
         for gpu, entries in sorted(by_gpu.items()):
             self.generated += pages.benchmarks_page(gpu, entries)
         allow, _ = gate.load_allowlist(self.root / gate.ALLOWLIST)
         self.markers = {
             "<!-- kp:benchmarks -->": pages.benchmarks_index(
-                {g: [e[0] for e in entries] for g, entries in by_gpu.items()}, invalid
+                {g: [e[0] for e in entries] for g, entries in by_gpu.items()}, invalid, others
             ),
             "<!-- kp:results -->": pages.results_index(index_entries),
             "<!-- kp:allowlist -->": pages.allowlist_index(allow),

@@ -36,6 +36,12 @@ the layout checks. The strided kernel's column count and strides stay
 specialised: a unit stride known at compile time is what makes its loads
 16-byte vectors.
 
+The public function calls the launcher directly when nothing needs the custom
+op (eager, no autograd recording: :func:`kernel_portfolio.contracts.direct_route`),
+since the ``torch.ops`` dispatcher costs tens of microseconds of host time per
+call; under ``torch.compile`` or when autograd records it goes through
+``kp::add``, whose body is the same code.
+
 Backward: ``dx = dout`` summed over the dimensions along which ``x`` was
 broadcast (``sum_to_size``), and the same for ``y``; only the gradients that
 are needed are computed.
@@ -48,7 +54,8 @@ import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
-from kernel_portfolio.contracts import check_same, check_tensor, device_guard
+from kernel_portfolio import plans
+from kernel_portfolio.contracts import check_same, check_tensor, device_guard, direct_route
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -185,7 +192,7 @@ def _merge_dims(shape, *strides):
 def _launch_flat(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
     n = out.numel()
     block = FLAT_BYTES_PER_PROGRAM // out.element_size()
-    wrap_triton(_add_flat_kernel)[(triton.cdiv(n, block),)](
+    wrap_triton(_add_flat_kernel)[(plans.cdiv(n, block),)](
         x, y, out, n, BLOCK=block, num_warps=FLAT_NUM_WARPS
     )
 
@@ -225,7 +232,7 @@ def _launch_add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
     while block_c < n_cols and block_c < STRIDED_TILE:
         block_c *= 2
     block_r = STRIDED_TILE // block_c
-    grid = (triton.cdiv(n_rows, block_r) * triton.cdiv(n_cols, block_c),)
+    grid = (plans.cdiv(n_rows, block_r) * plans.cdiv(n_cols, block_c),)
     wrap_triton(_add_strided_kernel)[grid](
         x,
         y,
@@ -248,8 +255,8 @@ def _launch_add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
 # ---------------------------------------------------------------------------
 
 
-@triton_op("kp::add", mutates_args=())
-def _add_op(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``x + y`` in a new tensor: the body of ``kp::add`` and the direct route."""
     shape = torch.broadcast_shapes(x.shape, y.shape)
     if x.shape == y.shape and x.stride() == y.stride() and _is_dense(x):
         out = torch.empty_like(x)  # keeps x's dense layout (a transposed x stays transposed)
@@ -258,6 +265,11 @@ def _add_op(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     with device_guard(x):
         _launch_add(x, y, out)
     return out
+
+
+@triton_op("kp::add", mutates_args=())
+def _add_op(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return _add(x, y)
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -320,4 +332,6 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                 f"y has shape {tuple(y.shape)}, which does not broadcast with x of shape "
                 f"{tuple(x.shape)}"
             )
+    if direct_route(x, y):
+        return _add(x, y)
     return torch.ops.kp.add(x, y)

@@ -70,6 +70,13 @@ batch size reuses the compiled kernels; only ``plan="auto"`` switching between
 the ``looped`` and ``split`` kernels for rows wider than the block limit
 compiles the other kernel, once.
 
+Two routes to one launcher. The public functions call it directly when
+nothing needs the custom ops (eager, no autograd recording:
+:func:`kernel_portfolio.contracts.direct_route`), since the ``torch.ops``
+dispatcher costs tens of microseconds of host time per call; under
+``torch.compile`` or when autograd records they go through ``kp::rms_norm``
+and ``kp::residual_rms_norm``, whose bodies are the same code.
+
 Strides. Inputs of any strides are read in place through their row and
 column strides whenever the leading dimensions collapse into one row stride;
 otherwise :func:`kernel_portfolio.plans.as_rows` copies once. A strided
@@ -85,7 +92,13 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 from kernel_portfolio import plans
-from kernel_portfolio.contracts import check_eps, check_same, check_tensor, device_guard
+from kernel_portfolio.contracts import (
+    check_eps,
+    check_same,
+    check_tensor,
+    device_guard,
+    direct_route,
+)
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = [
@@ -506,7 +519,7 @@ REDUCE_NUM_WARPS = 4
 def _split(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
     """``(chunks per slice, slices per row)``: one slice, the whole row, unless split."""
     if plan.kind != "split":
-        return triton.cdiv(n_cols, plan.block), 1
+        return plans.cdiv(n_cols, plan.block), 1
     return plans.split_segments(n_cols, plan)
 
 
@@ -610,7 +623,7 @@ def _backward(
     chunks_per_split, n_split = _split(n_cols, plan)
     one_chunk = plan.kind != "split" and plan.block >= n_cols
     sms = plans.sm_count(h.device)
-    n_parts = min(n_rows, max(1, triton.cdiv(BWD_PROGRAMS_PER_SM * sms, n_split)))
+    n_parts = min(n_rows, max(1, plans.cdiv(BWD_PROGRAMS_PER_SM * sms, n_split)))
     f32 = {"dtype": torch.float32, "device": h.device}
     dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
     strides = (dy.stride(0), dy.stride(1), h.stride(0), h.stride(1))
@@ -651,9 +664,9 @@ def _backward(
         )
         if dw is not None:
             # About four column blocks per SM, each summing every partial row.
-            block_n = triton.next_power_of_2(triton.cdiv(n_cols, 4 * sms))
+            block_n = triton.next_power_of_2(plans.cdiv(n_cols, 4 * sms))
             block_n = min(REDUCE_TILE, max(32, block_n))
-            wrap_triton(_dw_reduce_kernel)[(triton.cdiv(n_cols, block_n),)](
+            wrap_triton(_dw_reduce_kernel)[(plans.cdiv(n_cols, block_n),)](
                 dw_part,
                 dw,
                 n_parts,
@@ -672,6 +685,25 @@ def _backward(
 # plan is chosen inside the op body, which torch.compile runs as plain Python.
 
 
+def _rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    eps: float,
+    plan: str | plans.RowPlan,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """``(y, h, rstd)`` of 2-D rows (``h`` is None without a residual).
+
+    The body of ``kp::rms_norm`` and ``kp::residual_rms_norm``, and the direct route.
+    """
+    plan = plans.choose_for(x, plan)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    h = torch.empty(x.shape, dtype=x.dtype, device=x.device) if residual is not None else None
+    rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+    _forward(x, residual, weight, eps, plan, y, h, rstd)
+    return y, h, rstd
+
+
 @triton_op("kp::rms_norm", mutates_args=())
 def _rms_norm_op(
     x: torch.Tensor,
@@ -682,10 +714,8 @@ def _rms_norm_op(
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
-    _forward(x, None, weight, eps, plan, y, None, rstd)
+    plan = plans.from_op_args(kind, block, num_warps, splits)
+    y, _, rstd = _rms_norm(x, None, weight, eps, plan)
     return y, rstd
 
 
@@ -700,12 +730,7 @@ def _residual_rms_norm_op(
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    h = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
-    _forward(x, residual, weight, eps, plan, y, h, rstd)
-    return y, h, rstd
+    return _rms_norm(x, residual, weight, eps, plans.from_op_args(kind, block, num_warps, splits))
 
 
 @triton_op("kp::rms_norm_backward", mutates_args=())
@@ -836,7 +861,10 @@ def rms_norm(
     x2d = _rows(x)
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
-    y, _ = torch.ops.kp.rms_norm(x2d, weight, eps, *plans.to_op_args(plan))
+    if direct_route(x, weight):
+        y, _, _ = _rms_norm(x2d, None, weight, eps, plan)
+    else:
+        y, _ = torch.ops.kp.rms_norm(x2d, weight, eps, *plans.to_op_args(plan))
     return y.view(x.shape)
 
 
@@ -894,5 +922,8 @@ def residual_rms_norm(
     x2d, r2d = _rows(x), _rows(residual)
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
-    y, h, _ = torch.ops.kp.residual_rms_norm(x2d, r2d, weight, eps, *plans.to_op_args(plan))
+    if direct_route(x, residual, weight):
+        y, h, _ = _rms_norm(x2d, r2d, weight, eps, plan)
+    else:
+        y, h, _ = torch.ops.kp.residual_rms_norm(x2d, r2d, weight, eps, *plans.to_op_args(plan))
     return y.view(x.shape), h.view(x.shape)

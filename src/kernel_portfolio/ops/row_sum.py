@@ -16,6 +16,12 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
   a second kernel adds a row's ``S`` partials and writes the result:
   ``MNb + 8MS + M b_out``.
 
+The public function reaches the launcher by one of two routes, as in
+:mod:`kernel_portfolio.ops.softmax`: directly when nothing needs the custom op
+(:func:`kernel_portfolio.contracts.direct_route`; the ``torch.ops`` dispatcher
+costs tens of microseconds of host time per call), through ``kp::row_sum``
+under ``torch.compile`` or when autograd records.
+
 Specialisation, strides and int64 offsets follow :mod:`kernel_portfolio.ops.softmax`:
 ``BLOCK``, ``VEC`` and the warp count are compiled in; the row count, row
 width and row strides are runtime arguments Triton does not specialise, so a
@@ -32,7 +38,12 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 from kernel_portfolio import plans
-from kernel_portfolio.contracts import SUPPORTED_DTYPES, check_tensor, device_guard
+from kernel_portfolio.contracts import (
+    SUPPORTED_DTYPES,
+    check_tensor,
+    device_guard,
+    direct_route,
+)
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = ["n_rows", "n_cols", "stride_xm"]
@@ -164,6 +175,13 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
 # ---------------------------------------------------------------------------
 
 
+def _row_sum(x: torch.Tensor, dtype: torch.dtype | None, plan: str | plans.RowPlan) -> torch.Tensor:
+    """The sums of ``x``'s rows: the body of ``kp::row_sum`` and the direct route."""
+    out = torch.empty(x.shape[:-1], dtype=dtype if dtype is not None else x.dtype, device=x.device)
+    _launch_row_sum(x, out, plans.choose_for(x, plan))
+    return out
+
+
 @triton_op("kp::row_sum", mutates_args=())
 def _row_sum_op(
     x: torch.Tensor,
@@ -173,10 +191,7 @@ def _row_sum_op(
     num_warps: int,
     splits: int,
 ) -> torch.Tensor:
-    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
-    out = torch.empty(x.shape[:-1], dtype=dtype if dtype is not None else x.dtype, device=x.device)
-    _launch_row_sum(x, out, plan)
-    return out
+    return _row_sum(x, dtype, plans.from_op_args(kind, block, num_warps, splits))
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -242,7 +257,7 @@ def row_sum(
         raise TypeError(
             f"dtype must be torch.float32, torch.float16, torch.bfloat16 or None, got {dtype}"
         )
-    plan_args = plans.to_op_args(plan)
-    if x.ndim == 0:
-        return torch.ops.kp.row_sum(x.reshape(1), dtype, *plan_args)
-    return torch.ops.kp.row_sum(x, dtype, *plan_args)
+    rows = x.reshape(1) if x.ndim == 0 else x
+    if direct_route(x):
+        return _row_sum(rows, dtype, plan)
+    return torch.ops.kp.row_sum(rows, dtype, *plans.to_op_args(plan))

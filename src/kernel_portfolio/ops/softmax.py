@@ -44,6 +44,13 @@ contiguous vector loads, any other stride to a strided variant. A prior
 project found runtime widths slow where a row does not fill its block; the
 specialisation case study measures this choice on the H200.
 
+One launcher, two routes to it. The public function calls the launcher
+directly when nothing needs the custom op (eager, no autograd recording:
+:func:`kernel_portfolio.contracts.direct_route`), because the ``torch.ops``
+dispatcher costs tens of microseconds of host time per call, as much as a
+small softmax takes on the GPU. Under ``torch.compile`` or when autograd
+records, it goes through ``kp::softmax``, whose body is the same code.
+
 Inputs of any strides are read in place through ``(stride_xm, stride_xn)``
 whenever the leading dimensions collapse into one row stride; otherwise
 :func:`kernel_portfolio.plans.as_rows` makes one copy. Row and column offsets
@@ -58,7 +65,7 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 from kernel_portfolio import plans
-from kernel_portfolio.contracts import check_dim, check_tensor, device_guard
+from kernel_portfolio.contracts import check_dim, check_tensor, device_guard, direct_route
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = ["n_rows", "n_cols", "stride_xm", "stride_ym", "stride_dym", "stride_dxm"]
@@ -477,14 +484,18 @@ def _launch_backward(
 # ---------------------------------------------------------------------------
 
 
+def _forward(x: torch.Tensor, plan: str | plans.RowPlan) -> torch.Tensor:
+    """The softmax of ``x``'s rows: the body of ``kp::softmax`` and the direct route."""
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    _launch_forward(x, y, plans.choose_for(x, plan))
+    return y
+
+
 @triton_op("kp::softmax", mutates_args=())
 def _softmax_op(
     x: torch.Tensor, kind: str, block: int, num_warps: int, splits: int
 ) -> torch.Tensor:
-    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    _launch_forward(x, y, plan)
-    return y
+    return _forward(x, plans.from_op_args(kind, block, num_warps, splits))
 
 
 @triton_op("kp::softmax_backward", mutates_args=())
@@ -563,8 +574,12 @@ def softmax(x: torch.Tensor, dim: int = -1, plan: str | plans.RowPlan = "auto") 
     """
     check_tensor(x, "x")
     dim = check_dim(dim, x.ndim)
-    plan_args = plans.to_op_args(plan)
+    last = dim == max(x.ndim - 1, 0)
+    rows = x.reshape(1) if x.ndim == 0 else x if last else x.movedim(dim, -1)
+    if direct_route(x):
+        y = _forward(rows, plan)
+    else:
+        y = torch.ops.kp.softmax(rows, *plans.to_op_args(plan))
     if x.ndim == 0:
-        return torch.ops.kp.softmax(x.reshape(1), *plan_args).reshape(())
-    y = torch.ops.kp.softmax(x.movedim(dim, -1), *plan_args)
-    return y.movedim(-1, dim)
+        return y.reshape(())
+    return y if last else y.movedim(-1, dim)

@@ -9,6 +9,13 @@ anywhere), internal consistency (a case id matches its fields, medians match
 their samples, ratios name measured implementations, ``depends_on`` names
 recorded sources) and raises :class:`ResultError` naming the file and the
 field at the first problem.
+
+Every derived figure is recomputed from what it is derived from, so a
+hand-edited figure does not validate: ``q10_ms``/``median_ms``/``q90_ms`` from
+``samples_ms``; ``gbps`` from the case's ``bytes`` and the median; ``pct_copy``
+from ``gbps`` and the run's copy bandwidth; ``tflops`` from ``flops`` and the
+median; each ratio (and so % of cuBLAS, 100 times the ratio against
+``cublas``) from the per-visit medians of both implementations' samples.
 """
 
 from __future__ import annotations
@@ -24,6 +31,12 @@ STATUSES = ("ok", "failed", "skipped")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
 _UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+#: Relative tolerance of a derived figure recomputed from saved values (float rounding only).
+REL_TOL = 1e-9
+#: Raw samples are saved rounded to 1e-6 ms, while ratios are computed from the
+#: unrounded samples: a recomputed ratio may differ by what this rounding moves
+#: each median (half a unit of the last saved decimal).
+SAMPLE_ROUNDING_MS = 5e-7
 
 
 class ResultError(ValueError):
@@ -143,13 +156,15 @@ def validate(data: object, path: str | Path = "<data>") -> None:
             c.get(snap, field, f"gpu_state.{key}", _NUM, nullable=True)
     c.get(state, "busy_at_start", "gpu_state", bool)
     copy = c.get(data, "copy_bandwidth", "", dict)
-    c.positive(copy, "bytes", "copy_bandwidth")
+    copy_bytes = c.positive(copy, "bytes", "copy_bandwidth")
     copy_samples = c.samples(copy, "samples_ms", "copy_bandwidth", nonempty=True)
-    _check_median(c, copy, "copy_bandwidth", copy_samples)
-    c.positive(copy, "gbps", "copy_bandwidth")
+    copy_median = _check_median(c, copy, "copy_bandwidth", copy_samples)
+    copy_gbps = c.positive(copy, "gbps", "copy_bandwidth")
+    _check_derived(c, "copy_bandwidth.gbps", copy_gbps, copy_bytes / copy_median / 1e6)
     timing = c.get(data, "timing", "", dict)
     c.choice(timing, "cache", "timing", ("cold", "warm"))
-    if c.get(timing, "visits", "timing", int) < 1:
+    visits = c.get(timing, "visits", "timing", int)
+    if visits < 1:
         c.fail("timing.visits", "must be >= 1")
     c.get(timing, "seed", "timing", int)
     c.positive(timing, "warmup_ms", "timing", zero=True)
@@ -160,7 +175,7 @@ def validate(data: object, path: str | Path = "<data>") -> None:
     for i, case in enumerate(cases):
         field = f"cases[{i}]"
         c.value(case, field, dict)
-        _check_case(c, case, field, sources)
+        _check_case(c, case, field, sources, copy_gbps=copy_gbps, visits=visits)
         if case["id"] in seen:
             c.fail(f"{field}.id", f"repeats case {case['id']!r}")
         seen.add(case["id"])
@@ -185,13 +200,52 @@ def _check_env(c: _Checker, env: dict) -> None:
         c.get(env, key, "env", kinds, nullable=nullable)
 
 
-def _check_median(c: _Checker, rec: dict, field: str, samples: list[float]) -> None:
+def _check_median(c: _Checker, rec: dict, field: str, samples: list[float]) -> float:
     median = c.positive(rec, "median_ms", field)
-    if not math.isclose(median, float(np.median(samples)), rel_tol=1e-9, abs_tol=1e-12):
+    if not math.isclose(median, float(np.median(samples)), rel_tol=REL_TOL, abs_tol=1e-12):
         c.fail(f"{field}.median_ms", f"{median} is not the median of samples_ms")
+    return median
 
 
-def _check_case(c: _Checker, case: dict, field: str, sources: dict) -> None:
+def _check_derived(
+    c: _Checker, field: str, saved: float | None, expected: float | None, *, abs_tol: float = 0.0
+) -> None:
+    """Fail unless a saved derived figure equals its recomputed value (or both are absent)."""
+    if expected is None:
+        if saved is not None:
+            c.fail(field, f"is {saved}, but the figures it derives from are not saved")
+        return
+    if saved is None:
+        c.fail(field, f"is null, but its figures give {expected!r}")
+    if not math.isclose(saved, expected, rel_tol=REL_TOL, abs_tol=abs_tol):
+        c.fail(field, f"is {saved!r}, but recomputed from the saved figures it is {expected!r}")
+
+
+def _quantiles(values) -> tuple[float, float, float]:
+    q10, q50, q90 = np.quantile(np.asarray(values, dtype=float), [0.1, 0.5, 0.9])
+    return float(q10), float(q50), float(q90)
+
+
+def _check_ratio(c: _Checker, ratio: dict, where: str, impls: dict, visits: int) -> None:
+    """Recompute a speed-up from the per-visit medians of both implementations' samples."""
+    impl, base = impls[ratio["impl"]]["samples_ms"], impls[ratio["baseline"]]["samples_ms"]
+    if len(impl) % visits or len(base) % visits:
+        c.fail(where, f"its samples do not split into timing.visits = {visits} equal visits")
+    impl_med = [float(np.median(v)) for v in np.split(np.asarray(impl, dtype=float), visits)]
+    base_med = [float(np.median(v)) for v in np.split(np.asarray(base, dtype=float), visits)]
+    per_visit = [b / i for i, b in zip(impl_med, base_med, strict=True)]
+    # Quantiles move no more than the values they summarise: bound the rounding's effect.
+    slack = max(
+        r * SAMPLE_ROUNDING_MS * (1 / i + 1 / b) * 1.01
+        for r, i, b in zip(per_visit, impl_med, base_med, strict=True)
+    )
+    for key, expected in zip(("q10", "median", "q90"), _quantiles(per_visit), strict=True):
+        _check_derived(c, f"{where}.{key}", ratio[key], expected, abs_tol=slack)
+
+
+def _check_case(
+    c: _Checker, case: dict, field: str, sources: dict, *, copy_gbps: float, visits: int
+) -> None:
     case_id = c.get(case, "id", field, str)
     op = c.get(case, "op", field, str)
     mode = c.choice(case, "mode", field, ("fwd", "fwdbwd"))
@@ -205,8 +259,11 @@ def _check_case(c: _Checker, case: dict, field: str, sources: dict) -> None:
         c.fail(f"{field}.id", f"{case_id!r} does not match its fields ({expected!r})")
     c.choice(case, "timer", field, ("events", "cuda_graph"))
     c.choice(case, "cache", field, ("cold", "warm"))
+    counts = {}
     for key in ("bytes", "flops"):
-        c.get(case, key, field, int, nullable=True)
+        counts[key] = c.get(case, key, field, int, nullable=True)
+        if counts[key] is not None and counts[key] < 0:
+            c.fail(f"{field}.{key}", "must be >= 0")
         c.get(case, f"{key}_formula", field, str, nullable=True)
     deps = c.get(case, "depends_on", field, list)
     for j, dep in enumerate(deps):
@@ -216,7 +273,8 @@ def _check_case(c: _Checker, case: dict, field: str, sources: dict) -> None:
     if not impls:
         c.fail(f"{field}.impls", "is empty")
     for name, rec in impls.items():
-        _check_impl(c, c.value(rec, f"{field}.impls.{name}", dict), f"{field}.impls.{name}")
+        where = f"{field}.impls.{name}"
+        _check_impl(c, c.value(rec, where, dict), where, counts=counts, copy_gbps=copy_gbps)
     for j, ratio in enumerate(c.get(case, "ratios", field, list)):
         where = f"{field}.ratios[{j}]"
         c.value(ratio, where, dict)
@@ -226,9 +284,10 @@ def _check_case(c: _Checker, case: dict, field: str, sources: dict) -> None:
                 c.fail(f"{where}.{key}", f"{name!r} is not a measured implementation of the case")
         for key in ("median", "q10", "q90"):
             c.positive(ratio, key, where)
+        _check_ratio(c, ratio, where, impls, visits)
 
 
-def _check_impl(c: _Checker, rec: dict, field: str) -> None:
+def _check_impl(c: _Checker, rec: dict, field: str, *, counts: dict, copy_gbps: float) -> None:
     status = c.choice(rec, "status", field, STATUSES)
     ok = status == "ok"
     reason = c.get(rec, "reason", field, str, nullable=True)
@@ -240,17 +299,22 @@ def _check_impl(c: _Checker, rec: dict, field: str) -> None:
     samples = c.samples(rec, "samples_ms", field, nonempty=ok)
     if not ok and samples:
         c.fail(f"{field}.samples_ms", f"a {status} implementation has no samples")
+    rates = {k: c.positive(rec, k, field, nullable=True) for k in ("gbps", "pct_copy", "tflops")}
     if ok:
-        _check_median(c, rec, field, samples)
-        q10, q90 = c.positive(rec, "q10_ms", field), c.positive(rec, "q90_ms", field)
-        if not q10 <= rec["median_ms"] <= q90:
-            c.fail(f"{field}.median_ms", "is not between q10_ms and q90_ms")
+        median = _check_median(c, rec, field, samples)
+        q10, _, q90 = _quantiles(samples)
+        for key, expected in (("q10_ms", q10), ("q90_ms", q90)):
+            _check_derived(c, f"{field}.{key}", c.positive(rec, key, field), expected)
+        gbps = None if counts["bytes"] is None else counts["bytes"] / median / 1e6
+        _check_derived(c, f"{field}.gbps", rates["gbps"], gbps)
+        pct = None if gbps is None else 100.0 * gbps / copy_gbps
+        _check_derived(c, f"{field}.pct_copy", rates["pct_copy"], pct)
+        tflops = None if counts["flops"] is None else counts["flops"] / median / 1e9
+        _check_derived(c, f"{field}.tflops", rates["tflops"], tflops)
     else:
-        for key in ("median_ms", "q10_ms", "q90_ms"):
+        for key in ("median_ms", "q10_ms", "q90_ms", "gbps", "pct_copy", "tflops"):
             if c.get(rec, key, field, _NUM, nullable=True) is not None:
                 c.fail(f"{field}.{key}", f"a {status} implementation has no timing")
-    for key in ("gbps", "pct_copy", "tflops"):
-        c.positive(rec, key, field, nullable=True)
     peak = c.get(rec, "peak_mem_bytes", field, int, nullable=True)
     if peak is not None and peak < 0:
         c.fail(f"{field}.peak_mem_bytes", "must be >= 0")

@@ -246,8 +246,12 @@ def _atomic_write(path: str | Path, write) -> Path:
     """Call ``write(fh)`` on a temporary file beside ``path``, then move it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp makes the file private (0600); the result keeps the mode of the file
+    # it replaces, or gets the usual 0644, so that others can read a committed run.
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             write(fh)
             fh.flush()

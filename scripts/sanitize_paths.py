@@ -1,0 +1,183 @@
+"""Run every kernel path once at small shapes, checked against the float64 references.
+
+Meant to run under ``compute-sanitizer --tool memcheck`` (``scripts/gpu_final.sh``):
+each path runs once, on ragged shapes (rows not a multiple of any block,
+matrices not a multiple of any tile), so an out-of-bounds load or store shows
+as a memcheck error. ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` is set before torch
+is imported, so every tensor is its own ``cudaMalloc`` and memcheck sees the
+exact bounds of each allocation (with the caching allocator an overrun can land
+inside a larger cached block and go unseen).
+
+Paths: ``add`` (dense and strided kernels) in each dtype; ``row_sum``,
+``softmax``, ``rms_norm`` and ``residual_rms_norm`` with each row plan forced
+(block; looped and split with several chunks), forward and backward, one dtype
+per plan so each dtype runs once per operator; GEMM forward with every
+autotuning config of the TMA and the pointer path (operands row-major), and
+with the first config of each path on the backward's operand layouts (A or B
+column-major). The GEMM paths use fixed configs: autotuning under memcheck would
+time every config many times over.
+
+Each path prints one line; the exit status is 1 if any output or gradient is
+missing, non-finite or off the float64 reference by more than the dtype's
+tolerance (:data:`kernel_portfolio.bench.suites.REL_TOL`), or if a path raises.
+
+Usage:
+    python3 scripts/sanitize_paths.py            # on a GPU
+    TRITON_INTERPRET=1 python3 scripts/sanitize_paths.py --small   # on a CPU
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"  # before torch allocates anything
+
+import argparse  # noqa: E402
+import itertools  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+
+import torch  # noqa: E402
+
+import kernel_portfolio as kp  # noqa: E402
+from kernel_portfolio import plans  # noqa: E402
+from kernel_portfolio.bench.runner import EPS, check, make_inputs  # noqa: E402
+from kernel_portfolio.bench.suites import Case  # noqa: E402
+from kernel_portfolio.contracts import interpreter_enabled  # noqa: E402
+from kernel_portfolio.ops import matmul as mm  # noqa: E402
+
+ROW_OPS = ("row_sum", "softmax", "rms_norm", "residual_rms_norm")
+DTYPES = ("float16", "bfloat16", "float32")
+#: Shapes on a GPU and, with ``--small``, under the interpreter: rows wider than
+#: the looped/split chunk and not a multiple of it; GEMM sizes off every tile.
+SHAPES = {
+    False: {"rows": (37, 3000), "chunk": 512, "splits": 3, "add": 70001, "gemm": (200, 136, 72)},
+    True: {"rows": (5, 300), "chunk": 64, "splits": 2, "add": 1001, "gemm": (40, 48, 32)},
+}
+
+
+def _row_plan(kind: str, shape: tuple[int, int], chunk: int, splits: int, dtype: str):
+    """A forced plan: block (the whole row), or looped / split plans of several chunks."""
+    if kind == "looped":
+        return plans.RowPlan("looped", chunk, 4, 1)
+    if kind == "split":
+        return plans.RowPlan("split", chunk, 4, splits)
+    elem = torch.empty((), dtype=getattr(torch, dtype)).element_size()
+    return plans.choose(*shape, elem_bytes=elem, sm_count=plans.CPU_SM_COUNT, plan="block")
+
+
+def _row_fn(op: str, plan: plans.RowPlan) -> Callable:
+    if op == "row_sum":
+        return lambda x: kp.row_sum(x, plan=plan)
+    if op == "softmax":
+        return lambda x: kp.softmax(x, plan=plan)
+    if op == "rms_norm":
+        return lambda x, w: kp.rms_norm(x, w, eps=EPS, plan=plan)
+    return lambda x, r, w: kp.residual_rms_norm(x, r, w, eps=EPS, plan=plan)
+
+
+def _strided(x: torch.Tensor) -> torch.Tensor:
+    """The same values as ``x`` in a stride-2 view (not dense: the strided add kernel)."""
+    return torch.stack([x, x], -1)[..., 0]
+
+
+def _layout(t: torch.Tensor, col_major: bool) -> torch.Tensor:
+    """The same matrix, stored column-major when asked (the backward's operand layouts)."""
+    return t.t().contiguous().t() if col_major else t
+
+
+def _gemm_fn(path: str, config, a_col: bool, b_col: bool) -> Callable:
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype, device=a.device)
+        mm._launch_matmul(
+            _layout(a, a_col), _layout(b, b_col), out, allow_tf32=False, path=path, config=config
+        )
+        return out
+
+    return fn
+
+
+def _config_text(config) -> str:
+    if config is None:
+        return "interpreter config"
+    kw = config.kwargs
+    tile = "x".join(str(kw[k]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K") if k in kw)
+    extra = " ws" if kw.get("WARP_SPECIALIZE") else ""
+    extra += f" split{kw['EPILOGUE_SPLIT']}" if kw.get("EPILOGUE_SPLIT", 1) > 1 else ""
+    return f"{tile} w{config.num_warps} s{config.num_stages}{extra}"
+
+
+def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
+    """Every ``(label, case, fn)`` to run once."""
+    s = SHAPES[small]
+    for dtype in DTYPES:
+        case = Case("add", "fwdbwd", (s["add"],), dtype, "events", ("ours", "torch"))
+        yield f"add dense {dtype} fwd+bwd", case, lambda x, y: kp.add(x, y)
+    case = Case("add", "fwdbwd", (s["add"],), "float16", "events", ("ours", "torch"))
+    yield "add strided float16 fwd+bwd", case, lambda x, y: kp.add(_strided(x), y)
+    for op in ROW_OPS:
+        for kind, dtype in zip(("block", "looped", "split"), DTYPES, strict=True):
+            plan = _row_plan(kind, s["rows"], s["chunk"], s["splits"], dtype)
+            case = Case(op, "fwdbwd", s["rows"], dtype, "events", ("ours", "torch"))
+            label = f"{op} {kind} (block {plan.block}, splits {plan.splits}) {dtype} fwd+bwd"
+            yield label, case, _row_fn(op, plan)
+    m, n, k = s["gemm"]
+    gpu_configs = {
+        "tma": list(zip(mm.TMA_CONFIGS, itertools.cycle(("float16", "bfloat16")))),
+        "pointer": list(zip(mm.POINTER_CONFIGS, itertools.cycle(("float32", "bfloat16")))),
+    }
+    for path, configs in gpu_configs.items():
+        if small:
+            configs = [(None, "float16" if path == "tma" else "float32")]
+        for i, (config, dtype) in enumerate(configs):
+            layouts = [(False, False)] + ([(True, False), (False, True)] if i == 0 else [])
+            for a_col, b_col in layouts:
+                case = Case("matmul", "fwd", (m, n, k), dtype, "events", ("ours", "cublas"))
+                order = f"{'t' if a_col else 'n'}{'t' if b_col else 'n'}"
+                label = f"matmul {path} {_config_text(config)} {order} {dtype} fwd"
+                yield label, case, _gemm_fn(path, config, a_col, b_col)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every path; returns 0 when all match their references, else 1."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--small", action="store_true", help="interpreter-sized shapes (CPU, TRITON_INTERPRET=1)"
+    )
+    parser.add_argument("--only", default="", help="run only the paths whose label contains this")
+    args = parser.parse_args(argv)
+    if torch.cuda.is_available():
+        device = "cuda"
+    elif interpreter_enabled():
+        device = "cpu"
+    else:
+        print("no CUDA device: set TRITON_INTERPRET=1 (with --small) to run on the CPU")
+        return 2
+    failed = 0
+    count = 0
+    for label, case, fn in paths(args.small):
+        if args.only not in label:
+            continue
+        count += 1
+        start = time.perf_counter()
+        try:
+            inputs = make_inputs(case, seed=0, device=device)
+            err = check(case, fn, inputs)
+            line = f"ok    rel_error {err:.1e}"
+        except Exception as exc:  # a mismatch (CheckFailed) or a path that raised
+            failed += 1
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            line = f"FAIL  {type(exc).__name__}: {first}"
+        if device == "cuda":
+            torch.cuda.synchronize()
+        print(f"{label:<64} {line} ({time.perf_counter() - start:.1f} s)", flush=True)
+    if count == 0:
+        print(f"no path matches --only {args.only!r}")
+        return 2
+    print(f"{count} paths, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
