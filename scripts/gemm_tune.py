@@ -19,7 +19,15 @@ For each shape and dtype in ``SHAPES`` x (float16, bfloat16) it times, with
   float32 product of the same inputs;
 * ``kp.matmul`` as users get it (autotuned over that list), with the config
   the tuner picked;
-* forward + backward through autograd, ``kp.matmul`` against ``torch.mm``.
+* forward + backward through autograd, ``kp.matmul`` against ``torch.mm``
+  (host-bound where three launches and autograd take longer on the CPU than
+  the products on the GPU), and each backward product alone (``dA = dC @
+  B^T`` and ``dB = A^T @ dC`` with the transposed operand read in place),
+  against ``torch.mm`` on the same views.
+
+Candidate configs are launched directly, outside the ``kp::matmul`` op, with
+``wrap_triton`` switched off as the op itself does, so they pay the same host
+cost as ``kp.matmul``.
 
 It prints one table and writes every number to ``--out`` as JSON. FLOPs are
 ``2*M*N*K`` per product (three products for forward + backward).
@@ -120,6 +128,7 @@ def rel_error(out, ref) -> float:
 
 def tune_forward(tuner: Tuner, shape, dtype) -> list[dict]:
     import torch
+    from torch._library.triton import set_wrap_triton_enabled
 
     import kernel_portfolio as kp
     from kernel_portfolio.ops import matmul as mm
@@ -134,7 +143,8 @@ def tune_forward(tuner: Tuner, shape, dtype) -> list[dict]:
         out.fill_(float("nan"))
 
         def call(config=config):
-            mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", config=config)
+            with set_wrap_triton_enabled(False):
+                mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", config=config)
 
         try:
             ms = tuner.median_ms(call)
@@ -191,6 +201,11 @@ def tune_fwdbwd(tuner: Tuner, shape, dtype) -> list[dict]:
         ms = tuner.median_ms(lambda fn=fn: step(fn), grad_to_none=[a, b])
         target = FWDBWD_TARGET if impl.startswith("kp") else None
         rows.append(tuner.record(shape, dtype, impl, ms, products=3, target=target))
+    a0, b0 = a.detach(), b.detach()
+    for part, x, y in (("dA", grad, b0.mT), ("dB", a0.mT, grad)):
+        for name, fn in (("cublas", torch.mm), ("kp.matmul", kp.matmul)):
+            ms = tuner.median_ms(lambda fn=fn, x=x, y=y: fn(x, y))
+            rows.append(tuner.record(shape, dtype, f"{name} {part}", ms))
     return rows
 
 
@@ -198,9 +213,14 @@ def add_ratios(rows: list[dict]) -> None:
     """Speed-up against cuBLAS (its time / ours), cuBLAS taken as the mean of its two runs."""
     fwd = [r["median_ms"] for r in rows if r["impl"] in ("cublas", "cublas (again)")]
     base_fwd = sum(fwd) / len(fwd) if None not in fwd else None
-    base_bwd = next(r["median_ms"] for r in rows if r["impl"] == "cublas fwd+bwd")
+    other = {
+        r["impl"].split()[1]: r["median_ms"]
+        for r in rows
+        if r["impl"].startswith("cublas ") and r["impl"] != "cublas (again)"
+    }
     for r in rows:
-        base = base_bwd if r["impl"].endswith("fwd+bwd") else base_fwd
+        part = r["impl"].split()[-1]
+        base = other[part] if part in other else base_fwd
         ok = base is not None and r["median_ms"] is not None
         r["vs_cublas"] = base / r["median_ms"] if ok else None
 
