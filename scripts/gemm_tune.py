@@ -210,7 +210,11 @@ def tune_fwdbwd(tuner: Tuner, shape, dtype) -> list[dict]:
 
 
 def add_ratios(rows: list[dict]) -> None:
-    """Speed-up against cuBLAS (its time / ours), cuBLAS taken as the mean of its two runs."""
+    """Speed-up against cuBLAS (its time / ours).
+
+    Forward rows against the mean of cuBLAS's two forward runs; forward +
+    backward, ``dA`` and ``dB`` rows against cuBLAS's row of the same part.
+    """
     fwd = [r["median_ms"] for r in rows if r["impl"] in ("cublas", "cublas (again)")]
     base_fwd = sum(fwd) / len(fwd) if None not in fwd else None
     other = {
@@ -220,7 +224,7 @@ def add_ratios(rows: list[dict]) -> None:
     }
     for r in rows:
         part = r["impl"].split()[-1]
-        base = other[part] if part in other else base_fwd
+        base = other.get(part, base_fwd)
         ok = base is not None and r["median_ms"] is not None
         r["vs_cublas"] = base / r["median_ms"] if ok else None
 

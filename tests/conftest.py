@@ -37,6 +37,37 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
+def _language_namespaces() -> list:
+    """``triton.language``, its submodules and classes: what the interpreter patches."""
+    import inspect
+
+    import triton.language as tl
+
+    classes = [v for _, v in inspect.getmembers(tl.core, inspect.isclass)
+               if v.__module__.startswith("triton.language")]  # fmt: skip
+    return [tl, tl.core, tl.math, *classes]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _triton_language_restored():
+    """Leave ``triton.language`` after each test module as it was before it.
+
+    triton 3.6's interpreter patches the language for each launch and undoes
+    it, except around a ``@triton.jit`` helper called from a kernel, whose
+    patches it never undoes. A later real compile in the same process (the
+    ahead-of-time probes of ``kernel_portfolio.arch``) then fails. Without
+    the interpreter (on a GPU) nothing is patched and this restores nothing.
+    """
+    saved = [(ns, dict(vars(ns))) for ns in _language_namespaces()]
+    yield
+    for ns, before in saved:
+        for name in set(vars(ns)) - set(before):
+            delattr(ns, name)
+        for name, value in before.items():
+            if vars(ns).get(name) is not value:
+                setattr(ns, name, value)
+
+
 @pytest.fixture
 def device() -> str:
     """The device kernels run on in this session: ``cuda``, else ``cpu`` (interpreter)."""

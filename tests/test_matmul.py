@@ -282,6 +282,15 @@ def test_launcher_refuses_what_the_tma_path_cannot_do(device):
         )
 
 
+def test_fixed_config_kwargs_leave_out_num_ctas():
+    # wrap_triton refuses num_ctas as a launch argument (the H200 run failed on it).
+    config = mm.TMA_CONFIGS[0]
+    kwargs = mm._fixed_config_kwargs(config)
+    assert "num_ctas" in config.all_kwargs() and "num_ctas" not in kwargs
+    assert kwargs["num_warps"] == config.num_warps and kwargs["num_stages"] == config.num_stages
+    assert kwargs["BLOCK_N"] == config.kwargs["BLOCK_N"]
+
+
 def test_bucket():
     assert mm._bucket(1) == 16
     assert mm._bucket(33) == mm._bucket(40) == mm._bucket(64) == 64

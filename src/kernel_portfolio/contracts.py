@@ -12,6 +12,7 @@ import math
 import os
 
 import torch
+from torch._library.triton import set_wrap_triton_enabled
 
 #: Dtypes every kernel supports. float64 and integer tensors are refused.
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -145,3 +146,16 @@ def direct_route(*tensors: torch.Tensor | None) -> bool:
     if torch.is_grad_enabled():
         return not any(t is not None and t.requires_grad for t in tensors)
     return True
+
+
+def direct_launches() -> contextlib.AbstractContextManager:
+    """Launch Triton kernels straight for the rest of the ``with`` block.
+
+    A ``triton_op`` body reached through ``torch.ops`` already runs with
+    ``wrap_triton`` switched off on real tensors. The direct route
+    (:func:`direct_route`) must switch it off the same way: otherwise every
+    ``wrap_triton(kernel)[grid](...)`` goes through the higher-order-op
+    dispatch (argument flattening, signature binding), which on the H200's
+    host cost far more per launch than the dispatcher the direct route skips.
+    """
+    return set_wrap_triton_enabled(False)

@@ -97,6 +97,7 @@ from kernel_portfolio.contracts import (
     check_same,
     check_tensor,
     device_guard,
+    direct_launches,
     direct_route,
 )
 
@@ -862,7 +863,8 @@ def rms_norm(
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, weight):
-        y, _, _ = _rms_norm(x2d, None, weight, eps, plan)
+        with direct_launches():
+            y, _, _ = _rms_norm(x2d, None, weight, eps, plan)
     else:
         y, _ = torch.ops.kp.rms_norm(x2d, weight, eps, *plans.to_op_args(plan))
     return y.view(x.shape)
@@ -923,7 +925,8 @@ def residual_rms_norm(
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, residual, weight):
-        y, h, _ = _rms_norm(x2d, r2d, weight, eps, plan)
+        with direct_launches():
+            y, h, _ = _rms_norm(x2d, r2d, weight, eps, plan)
     else:
         y, h, _ = torch.ops.kp.residual_rms_norm(x2d, r2d, weight, eps, *plans.to_op_args(plan))
     return y.view(x.shape), h.view(x.shape)

@@ -42,6 +42,7 @@ from kernel_portfolio.contracts import (
     SUPPORTED_DTYPES,
     check_tensor,
     device_guard,
+    direct_launches,
     direct_route,
 )
 
@@ -259,5 +260,6 @@ def row_sum(
         )
     rows = x.reshape(1) if x.ndim == 0 else x
     if direct_route(x):
-        return _row_sum(rows, dtype, plan)
+        with direct_launches():
+            return _row_sum(rows, dtype, plan)
     return torch.ops.kp.row_sum(rows, dtype, *plans.to_op_args(plan))

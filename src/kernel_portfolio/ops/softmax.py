@@ -65,7 +65,13 @@ import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
 from kernel_portfolio import plans
-from kernel_portfolio.contracts import check_dim, check_tensor, device_guard, direct_route
+from kernel_portfolio.contracts import (
+    check_dim,
+    check_tensor,
+    device_guard,
+    direct_launches,
+    direct_route,
+)
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = ["n_rows", "n_cols", "stride_xm", "stride_ym", "stride_dym", "stride_dxm"]
@@ -577,7 +583,8 @@ def softmax(x: torch.Tensor, dim: int = -1, plan: str | plans.RowPlan = "auto") 
     last = dim == max(x.ndim - 1, 0)
     rows = x.reshape(1) if x.ndim == 0 else x if last else x.movedim(dim, -1)
     if direct_route(x):
-        y = _forward(rows, plan)
+        with direct_launches():
+            y = _forward(rows, plan)
     else:
         y = torch.ops.kp.softmax(rows, *plans.to_op_args(plan))
     if x.ndim == 0:
