@@ -322,6 +322,26 @@ def test_evidence_rows_point_at_their_own_record(site, root):
     )
 
 
+def test_saved_text_is_checked_evidence_not_a_figure(site, root):
+    """Notes and reasons are the run's words: shown verbatim, checked, never read as figures."""
+    path = root / "results" / "fixture" / "smoke.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    old_notes = data["timing"]["notes"]
+    data["timing"]["notes"] = notes = "host cost: about 20 ms of back-to-back calls"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    page = site / "evidence" / "fixture" / "smoke" / "index.html"
+    text = page.read_text(encoding="utf-8")
+    span = re.search(r'<span class="kp-value kp-text"[^>]*data-field="/timing/notes">[^<]*<', text)
+    assert span and old_notes in span[0]
+    page.write_text(text.replace(span[0], span[0].replace(old_notes, notes)), "utf-8")
+    assert _failures(site, root) == []
+    page.write_text(text.replace(span[0], span[0].replace(old_notes, "about 2 ms")), "utf-8")
+    (failure,) = _failures(site, root)
+    assert failure.startswith("evidence/fixture/smoke/") and "tampered" in failure
+    _inject(site, "methodology/", f"<p>{span[0]}/span></p>")
+    assert any(f.startswith("methodology/") for f in _failures(site, root))
+
+
 def test_evidence_values_only_on_their_own_evidence_page(site, root):
     text = (site / "evidence" / "fixture" / "smoke" / "index.html").read_text(encoding="utf-8")
     value = re.search(r'<span class="kp-value"[^>]*data-unit="GB/s"[^>]*>[^<]+</span>', text)[0]

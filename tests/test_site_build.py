@@ -212,7 +212,7 @@ def test_empty_results_render_an_empty_state(tmp_path):
     result = sw.build(ws)
     assert result.returncode == 0, result.output[-4000:]
     page = (result.site / "benchmarks" / "index.html").read_text(encoding="utf-8")
-    assert "No benchmark results are committed yet" in page
+    assert "No current benchmark result is committed yet" in page
     index = (result.site / "evidence" / "index.html").read_text(encoding="utf-8")
     assert "No results are committed yet" in index and "No written page quotes" in index
 
@@ -315,7 +315,7 @@ def test_sweeps_get_evidence_pages_but_no_benchmark_tables(tmp_path):
     assert "chunk_rules_run1" not in benchmarks
     assert not any(uri.startswith("benchmarks/fixture/chunk_rules") for uri in generated)
     index = generated["<!-- kp:benchmarks -->"]
-    assert "Sweeps and studies" in index and "(../evidence/fixture/chunk_rules_run1.md)" in index
+    assert "Not tabulated here" in index and "(../evidence/fixture/chunk_rules_run1.md)" in index
 
 
 def test_skip_reasons_stay_out_of_measured_columns(tmp_path):

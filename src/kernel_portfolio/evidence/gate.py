@@ -22,8 +22,10 @@ notebooks, API pages, generated pages) and fails on:
   detail pages), or whose text differs from the value the JSON pointer names
   in that result. The pointer is the nearest enclosing ``data-kp-base`` (if
   any) followed by the value's ``data-field``; ``data-result`` too may sit on
-  an enclosing element (a table). This is the only way a page shows a raw
-  number without a claim, and only evidence pages can;
+  an enclosing element (a table). A ``kp-text`` value shows saved text (the
+  command, the timing notes, a skip reason) and must equal that string. This
+  is the only way a page shows a raw number without a claim, and only
+  evidence pages can;
 * a results file that does not validate (edited values or hashes);
 * a resource loaded from another host (script, stylesheet, image, frame,
   ``import()`` or ``url()``): the site must work offline;
@@ -697,10 +699,15 @@ def _judge_value(url, attrs, text, results: ResultSet, fail) -> None:
         fail(f"{where} names a result that cannot be used: {results.error(result_id)}")
         return
     try:
-        value = float(_json_pointer(result.data, attrs.get("data-field", "")))
-        expected = format_value(
-            value * float(attrs.get("data-scale", "1")), attrs.get("data-unit", "")
-        )
+        saved = _json_pointer(result.data, attrs.get("data-field", ""))
+        if "kp-text" in attrs.get("class", "").split():
+            if not isinstance(saved, str):
+                raise TypeError(f"a text value points at a {type(saved).__name__}")
+            expected, text = _norm(saved), _norm(text)
+        else:
+            expected = format_value(
+                float(saved) * float(attrs.get("data-scale", "1")), attrs.get("data-unit", "")
+            )
     except (KeyError, IndexError, TypeError, ValueError) as err:
         fail(f"{where} points at nothing in the result ({type(err).__name__}: {err})")
         return

@@ -44,6 +44,14 @@ def _pointer(*parts: object) -> str:
     return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+def _saved(data: dict, *path: object) -> object:
+    """The saved item at ``path`` (keys and list indexes) of a result's data."""
+    node: object = data
+    for part in path:
+        node = node[part]  # type: ignore[index]
+    return node
+
+
 def _value(
     result_id: str, data: dict, unit: str, *path: object, scale: float = 1.0, base: tuple = ()
 ) -> str:
@@ -54,9 +62,7 @@ def _value(
     pointer come from enclosing elements (``data-result`` on the table,
     ``data-kp-base`` on the row), which keeps tables of many rows small.
     """
-    node: object = data
-    for part in (*base, *path):
-        node = node[part]  # type: ignore[index]
+    node = _saved(data, *base, *path)
     if node is None:
         return "—"
     extra = f' data-scale="{scale!r}"' if scale != 1.0 else ""
@@ -65,6 +71,23 @@ def _value(
         f'<span class="kp-value" {result}'
         f'data-field="{_esc(_pointer(*path))}" data-unit="{_esc(unit)}"{extra}>'
         f"{_esc(format_value(float(node) * scale, unit))}</span>"
+    )
+
+
+def _text(result_id: str, data: dict, *path: object, base: tuple = ()) -> str:
+    """Saved text (a command, notes, a reason) as an evidence value the gate checks.
+
+    Its words are the run's record, not an author's figures: a note that says
+    how long a warm-up lasts is checked against the JSON, not read as a
+    hand-typed timing. Whitespace is collapsed to single spaces.
+    """
+    node = _saved(data, *base, *path)
+    if node is None:
+        return "—"
+    result = "" if base else f'data-result="{_esc(result_id)}" '
+    return (
+        f'<span class="kp-value kp-text" {result}data-field="{_esc(_pointer(*path))}">'
+        f"{_esc(' '.join(str(node).split()))}</span>"
     )
 
 
@@ -140,7 +163,7 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
             "",
         ]
     run_rows = [
-        ("command", f"<code>{_esc(data.get('command', ''))}</code>"),
+        ("command", f"<code>{_text(result_id, data, 'command')}</code>"),
         (
             "commit",
             f"<code>{_esc(git.get('commit'))}</code>" + (" (dirty)" if git.get("dirty") else ""),
@@ -170,7 +193,7 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
     if timing.get("warmup_ms") is not None:
         timing_text += ", warm-up " + _value(result_id, data, "ms", "timing", "warmup_ms")
     if timing.get("notes"):
-        timing_text += f"; {_esc(timing['notes'])}"
+        timing_text += "; " + _text(result_id, data, "timing", "notes")
     run_rows.append(("timing", timing_text))
     for when in ("before", "after"):
         s = state.get(when) or {}
@@ -322,12 +345,10 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
     for impl in _impls(case):
         record = case["impls"][impl]
         base = ("cases", index, "impls", impl)
+        row_attrs.append(f' data-kp-base="{_esc(_pointer(*base))}"')
         if record.get("status") != "ok":
-            rows.append(
-                [_esc(impl), f"{_esc(record.get('status'))}: {_esc(record.get('reason'))}"]
-                + ["—"] * 7
-            )
-            row_attrs.append("")
+            reason = _text(result_id, data, "reason", base=base)
+            rows.append([_esc(impl), f"{_esc(record.get('status'))}: {reason}"] + ["—"] * 7)
             continue
 
         def value(unit: str, key: str, base=base) -> str:
@@ -346,7 +367,6 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
                 _esc(len(record.get("samples_ms") or [])),
             ]
         )
-        row_attrs.append(f' data-kp-base="{_esc(_pointer(*base))}"')
     lines = [
         f"### {_esc(case['id'])} {{ #{anchor} }}",
         "",
@@ -569,12 +589,14 @@ def benchmarks_index(
     Args:
         gpus: Result ids of ``kp bench`` runs, per GPU slug.
         invalid: Ids of results files that do not validate.
-        others: Ids of other runs (sweeps, studies), listed with their evidence pages.
+        others: Ids of the other runs (sweeps, studies, archived runs), listed with
+            their evidence pages.
     """
     if not gpus:
         lines = [
-            "No benchmark results are committed yet. Once a run of `kp bench --suite default` "
-            "is saved under `results/<gpu>/`, this page lists it, per GPU, with tables and charts; "
+            "No current benchmark result is committed yet. Once a run of "
+            "`kp bench --suite default` is saved under `results/<gpu>/`, this page lists it, "
+            "per GPU, with tables and charts; "
             "[Contributing](../contributing.md) says how to produce one.",
         ]
     else:
@@ -588,8 +610,8 @@ def benchmarks_index(
     if others:
         lines += [
             "",
-            "Sweeps and studies are not tabulated here; the case studies quote them, and "
-            "each has its evidence page: "
+            "Not tabulated here: the case studies' sweeps, and superseded runs kept with the "
+            "sources they measured (quotable as archived results). Each has its evidence page: "
             + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in others)
             + ".",
         ]

@@ -215,9 +215,7 @@ class SiteBuild:
                 # (a log named but missing leaves the page's link broken: strict fails on it)
                 self.copies.append((raw_log, log_path))
             index_entries.append((result_id, data, len(stale)))
-            if result_id.startswith("archive/"):
-                continue
-            if pages.on_benchmarks_page(data):
+            if not result_id.startswith("archive/") and pages.on_benchmarks_page(data):
                 by_gpu.setdefault(result_id.split("/")[0], []).append(
                     (result_id, data, result.frame())
                 )
