@@ -8,6 +8,11 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
+# Where pip finds torch 2.13.0. Empty: the default index (on the project's CI
+# machines that resolves to a local CPU wheel). Elsewhere pass the CPU index,
+# e.g. `make site TORCH_INDEX=https://download.pytorch.org/whl/cpu`, so pip
+# never pulls the multi-GB CUDA build.
+TORCH_INDEX ?=
 # Material prints a banner about its future on every build; it says nothing about this site.
 export NO_MKDOCS_2_WARNING := 1
 
@@ -16,7 +21,7 @@ export NO_MKDOCS_2_WARNING := 1
 $(VENV)/.kp-installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first and pinned: an unpinned install pulls a multi-GB CUDA build.
-	$(PY) -m pip install torch==2.13.0
+	$(PY) -m pip install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -e '.[docs,test]'
 	touch $@
 
