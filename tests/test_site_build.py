@@ -96,7 +96,9 @@ def test_evidence_index_lists_every_claim(built):
         for _, text in gate.scan_page("", p.read_text(encoding="utf-8")).claims
     ]
     assert sorted((c["page"], c["text"]) for c in listed) == sorted(on_pages)
-    assert {c["kind"] for c in listed} == {"current"}
+    for c in listed:  # a claim is archived exactly when it quotes an archived result
+        assert c["kind"] == ("archived" if c["result"].startswith("archive/") else "current")
+    assert any(c["kind"] == "current" for c in listed)
     for url in ("fixture-claims/", "fixture-notebook/"):
         assert f'<a href="../{url}">{url}</a>' in index
     entries, _ = gate.load_allowlist(built.ws / gate.ALLOWLIST)
@@ -209,12 +211,24 @@ def test_empty_results_render_an_empty_state(tmp_path):
     ws = sw.copy_tree(tmp_path / "ws", light=True)
     for path in (ws / "results").rglob("*.json"):
         path.unlink()
+    for page in (ws / "docs").rglob("*.md"):  # the written pages' own quotes need results
+        text = page.read_text(encoding="utf-8")
+        page.write_text(re.sub(r"\{\{ claim [^}]*\}\}", "a figure", text), encoding="utf-8")
     result = sw.build(ws)
     assert result.returncode == 0, result.output[-4000:]
     page = (result.site / "benchmarks" / "index.html").read_text(encoding="utf-8")
     assert "No current benchmark result is committed yet" in page
     index = (result.site / "evidence" / "index.html").read_text(encoding="utf-8")
     assert "No results are committed yet" in index and "No written page quotes" in index
+
+
+def test_a_written_quote_of_a_removed_result_fails_the_build(tmp_path):
+    ws = sw.copy_tree(tmp_path / "ws", light=True)
+    for path in (ws / "results").rglob("*.json"):
+        path.unlink()
+    result = sw.build(ws)
+    assert result.returncode != 0
+    assert "methodology.md" in result.output and "does not exist" in result.output
 
 
 @pytest.mark.interpreter
