@@ -401,7 +401,7 @@ def _summary_record(picked: list[dict], score_: Score, spread: float | None) -> 
     Its samples are the held-out medians of the plans the rule picked, one per
     cell; the quotable figures are the metrics.
     """
-    from kernel_portfolio.bench.records import quantiles
+    from kernel_portfolio.results.schema import quantiles
 
     ok = [r for r in picked if r["status"] == "ok"]
     samples = [r["median_ms"] for r in ok]

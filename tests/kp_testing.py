@@ -13,10 +13,11 @@ import sys
 
 import torch
 
+from kernel_portfolio.bench import suites
 from kernel_portfolio.reference import rel_error
 
 #: Relative-error bound (||out - ref|| / ||ref|| against float64) per dtype.
-REL_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+REL_TOL = {getattr(torch, name): tol for name, tol in suites.REL_TOL.items()}
 
 
 def poison(t: torch.Tensor) -> torch.Tensor:

@@ -29,6 +29,7 @@ from kernel_portfolio.bench.suites import (
     Case,
 )
 from kernel_portfolio.results import SCHEMA_VERSION, source_hashes
+from kernel_portfolio.results.schema import quantiles
 
 #: Raw samples are kept to the nanosecond (CUDA events resolve about 0.5 us).
 SAMPLE_DECIMALS = 6
@@ -54,12 +55,6 @@ class ImplOutcome:
     visits: list[list[float]] = field(default_factory=list)
     peak_mem_bytes: int | None = None
     metrics: dict[str, dict] = field(default_factory=dict)
-
-
-def quantiles(values) -> tuple[float, float, float]:
-    """``(q10, median, q90)`` with linear interpolation (numpy's default)."""
-    q10, q50, q90 = np.quantile(np.asarray(values, dtype=float), [0.1, 0.5, 0.9])
-    return float(q10), float(q50), float(q90)
 
 
 def impl_record(case, out: ImplOutcome, copy_gbps: float) -> dict:

@@ -221,7 +221,11 @@ def _check_derived(
         c.fail(field, f"is {saved!r}, but recomputed from the saved figures it is {expected!r}")
 
 
-def _quantiles(values) -> tuple[float, float, float]:
+def quantiles(values) -> tuple[float, float, float]:
+    """``(q10, median, q90)`` with linear interpolation (numpy's default).
+
+    The harness summarises samples with it and validation recomputes with it.
+    """
     q10, q50, q90 = np.quantile(np.asarray(values, dtype=float), [0.1, 0.5, 0.9])
     return float(q10), float(q50), float(q90)
 
@@ -239,7 +243,7 @@ def _check_ratio(c: _Checker, ratio: dict, where: str, impls: dict, visits: int)
         r * SAMPLE_ROUNDING_MS * (1 / i + 1 / b) * 1.01
         for r, i, b in zip(per_visit, impl_med, base_med, strict=True)
     )
-    for key, expected in zip(("q10", "median", "q90"), _quantiles(per_visit), strict=True):
+    for key, expected in zip(("q10", "median", "q90"), quantiles(per_visit), strict=True):
         _check_derived(c, f"{where}.{key}", ratio[key], expected, abs_tol=slack)
 
 
@@ -302,7 +306,7 @@ def _check_impl(c: _Checker, rec: dict, field: str, *, counts: dict, copy_gbps: 
     rates = {k: c.positive(rec, k, field, nullable=True) for k in ("gbps", "pct_copy", "tflops")}
     if ok:
         median = _check_median(c, rec, field, samples)
-        q10, _, q90 = _quantiles(samples)
+        q10, _, q90 = quantiles(samples)
         for key, expected in (("q10_ms", q10), ("q90_ms", q90)):
             _check_derived(c, f"{field}.{key}", c.positive(rec, key, field), expected)
         gbps = None if counts["bytes"] is None else counts["bytes"] / median / 1e6
