@@ -7,13 +7,15 @@ costs are the constants below; each says where it comes from.
 
 Calibration: the first H200 run of the default suite's forward, events-timed
 cases (58 cases: ours, torch, Liger and cuBLAS; no torch.compile) took 49 s of
-cases against 112 s estimated. Row and elementwise cases took 0.1-0.9 s each
-(estimated 1.0-1.5 s), the first Triton case and the first Liger case about
-6.5 s each, 16-bit GEMMs 1.2-1.7 s (estimated 2-20 s: that run's Triton cache
-already held the GEMM kernels its GPU tests had compiled, so the cold-cache
-GEMM figures below are kept) and the float32 GEMM 9.0 s (estimated 8.3 s).
-The case, JIT and first-use constants below follow that run; the
-torch.compile, backward and CUDA-graph constants are not yet calibrated.
+cases against 112 s estimated (its raw log is archived as
+``results/archive/h200/default--mode-fwd-timer-events-...-20261130T163516Z.log``).
+Row and elementwise cases took 0.1-0.9 s each (estimated 1.0-1.5 s), the
+first Triton case and the first Liger case about 6.5 s each, 16-bit GEMMs
+1.2-1.7 s (estimated 2-20 s: that run's Triton cache already held the GEMM
+kernels its GPU tests had compiled, so the cold-cache GEMM figures below are
+kept) and the float32 GEMM 9.0 s (estimated 8.3 s). The case, JIT and
+first-use constants below follow that run; the torch.compile, backward and
+CUDA-graph constants are not yet calibrated.
 """
 
 from __future__ import annotations
