@@ -19,7 +19,7 @@ time every config many times over.
 
 Each path prints one line; the exit status is 1 if any output or gradient is
 missing, non-finite or off the float64 reference by more than the dtype's
-tolerance (:data:`kernel_portfolio.bench.suites.REL_TOL`), or if a path raises.
+bound (:func:`kernel_portfolio.bench.runner.tolerance`), or if a path raises.
 
 Usage:
     python3 scripts/sanitize_paths.py            # on a GPU

@@ -14,6 +14,7 @@ import sys
 import torch
 
 from kernel_portfolio.bench import suites
+from kernel_portfolio.bench.runner import tolerance
 from kernel_portfolio.reference import rel_error
 
 #: Relative-error bound (||out - ref|| / ||ref|| against float64) per dtype.
@@ -32,7 +33,10 @@ def assert_matches(
     what: str = "output",
     tol: float | None = None,
 ):
-    """Assert ``out`` matches the float64 ``ref`` within ``REL_TOL[dtype]``.
+    """Assert ``out`` matches the float64 ``ref`` within the harness's bound.
+
+    The bound is :func:`kernel_portfolio.bench.runner.tolerance`: ``REL_TOL[dtype]``,
+    or twice the error of ``ref`` rounded to ``dtype`` where that is larger.
 
     NaN in ``out`` fails unless the reference is NaN at that place (a fully
     masked softmax row), and then ``out`` must be NaN there too. ``tol``
@@ -42,7 +46,7 @@ def assert_matches(
     if out.shape != ref.shape:
         raise AssertionError(f"{what}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
     err = rel_error(out, ref)
-    tol = REL_TOL[dtype] if tol is None else tol
+    tol = tolerance(ref, str(dtype).removeprefix("torch.")) if tol is None else tol
     if not err <= tol:
         raise AssertionError(f"{what}: relative error {err:.3g} > {tol:g} for {dtype}")
 
