@@ -443,3 +443,24 @@ def test_impl_record_without_a_byte_count():
 
     rec = impl_record(Counts(None, None), ImplOutcome("ok", None, 0.0, [[2.0, 1.0, 3.0]]), 4000.0)
     assert rec["median_ms"] == 2.0 and rec["gbps"] is None and rec["pct_copy"] is None
+
+
+def test_auto_rule_is_the_committed_fit():
+    """``plan_rule`` holds the rule fitted in results/h200/chunk_rules_fit.json.
+
+    Every shape of the swept grid (plus one row either side of each row-count
+    threshold) gets from ``plans.choose("auto")`` the plan the fitted rule names,
+    so a constant edited without a refit fails here.
+    """
+    from kernel_portfolio import plans
+    from kernel_portfolio.results import load
+
+    fit = load(ROOT / "results" / "h200" / "chunk_rules_fit.json").data["rule"]
+    rule = fitting.ChunkRule(**fit["thresholds"])
+    sm = fit["sm_count"]
+    rows = {*chunk_sweep.ROWS, 65, 67}
+    for n_rows, n_cols in itertools.product(rows, chunk_sweep.WIDTHS):
+        got = plans.choose(n_rows, n_cols, elem_bytes=2, sm_count=sm)
+        assert fitting.impl_name(got.kind, got.block, got.num_warps) == rule.impl(
+            n_rows, n_cols, sm
+        ), (n_rows, n_cols)
