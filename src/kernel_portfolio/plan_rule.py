@@ -7,7 +7,8 @@ make the sweep's own results stale. Benchmarks of the row operators do depend
 on this file, since ``auto`` decides what they run.
 
 The values are the rule that ``scripts/chunk_rules_fit.py`` fitted on the first
-H200 run of the chunk-rules sweep and scored on the second
+H200 run of the chunk-rules sweep and scored on the second (refitting on the
+second gives the same rule)
 (``results/h200/chunk_rules_fit.json``; the case study "Chunk rules for wide
 rows" shows the fit and its held-out regret). Thresholds are in bytes so that
 one rule serves every dtype; the sweep measured float16, so its column counts
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 #: ``split`` first, when there are few rows and each is wide:
 #: ``n_rows <= SPLIT_ROWS_PER_SM * sm_count`` and ``n_cols * elem_bytes > SPLIT_MIN_BYTES``.
-SPLIT_ROWS_PER_SM = 0.5
+SPLIT_ROWS_PER_SM = 1.0
 SPLIT_MIN_BYTES = 32 * 1024
 #: Chunk width (elements) and warps of a ``split`` plan.
 SPLIT_CHUNK = 4096
@@ -38,4 +39,4 @@ NARROW_MAX_BYTES = 32769 * 2
 NARROW_CHUNK = 4096
 NARROW_WARPS: int | None = 8
 WIDE_CHUNK = 16384
-WIDE_WARPS: int | None = 16
+WIDE_WARPS: int | None = 8
