@@ -92,6 +92,7 @@ def test_add_past_2_31_elements():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_add_opcheck(dtype):
+    assert callable(kp.add)  # the first use imports kernel_portfolio.ops.add: torch.ops.kp.add
     x = torch.randn(64, 96, device="cuda").to(dtype).requires_grad_()
     for y in (torch.randn(64, 96, device="cuda"), torch.randn(96, device="cuda")):
         opcheck(torch.ops.kp.add.default, (x, y.to(dtype).requires_grad_()))
