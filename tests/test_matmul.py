@@ -421,7 +421,7 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
 
 
 class RecordingLauncher:
-    """Stands in for ``wrap_triton`` while tracing: records launches, runs nothing."""
+    """Stands in for ``launchable`` while tracing: records launches, runs nothing."""
 
     calls: list[dict] = []
 
@@ -441,7 +441,7 @@ def test_launcher_keeps_the_batch_size_symbolic(monkeypatch):
     M reaches the kernel as a runtime size and the tuning key only as its
     bucket, so the trace guards M to a range (32, 64], not to a value.
     """
-    monkeypatch.setattr(mm, "wrap_triton", RecordingLauncher)
+    monkeypatch.setattr(mm, "launchable", RecordingLauncher)
     monkeypatch.setattr(RecordingLauncher, "calls", [])
 
     def product(a, b):

@@ -55,11 +55,12 @@ Backward: ``dA = dC @ B^T`` and ``dB = A^T @ dC``, each through the same
 kernels with the transposed operand read in place, computing only the
 gradients that are needed.
 
-The public function and the backward call the launcher directly when nothing
-needs the custom op (eager, no autograd recording:
-:func:`kernel_portfolio.contracts.direct_route`); under ``torch.compile`` or
-when autograd records they go through ``kp::matmul``, whose body is the same
-code.
+The public function and the backward reach the launcher by one of three
+routes (:func:`kernel_portfolio.contracts.eager_route`): in eager code
+directly when autograd will not record, else through an autograd Function of
+this module that calls it directly; under ``torch.compile``, dispatch modes
+and ``torch.func`` through the custom op ``kp::matmul``, whose body is the
+same code. The Function and the op share one backward.
 """
 
 from __future__ import annotations
@@ -69,15 +70,18 @@ import functools
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.library import triton_op
 
+from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
     check_same,
     check_tensor,
     device_guard,
     direct_launches,
     direct_route,
+    eager_route,
     interpreter_enabled,
+    launchable,
 )
 
 # ---------------------------------------------------------------------------
@@ -378,15 +382,17 @@ def _compute_major(index: int) -> int:
     return torch.cuda.get_device_capability(index)[0]
 
 
-def _widen_operands(dtype: torch.dtype) -> bool:
+def _widen_operands(dtype: torch.dtype, interpreter: bool) -> bool:
     """Whether the kernels must convert tiles to float32 before ``tl.dot``.
 
-    Only under the Triton 3.6 interpreter, for bfloat16: its ``tl.dot`` has
+    Only under the Triton 3.6 interpreter (``interpreter``: what
+    :func:`~kernel_portfolio.contracts.interpreter_enabled` says), for
+    bfloat16: its ``tl.dot`` has
     no bfloat16 case and multiplies the raw 16-bit patterns as integers. The
     conversion is exact (a product of two bfloat16 values fits in float32's
     mantissa), so the interpreter then computes what the GPU computes.
     """
-    return interpreter_enabled() and dtype == torch.bfloat16
+    return interpreter and dtype == torch.bfloat16
 
 
 def _tma_scratch(size: int, alignment: int, stream) -> torch.Tensor:
@@ -418,8 +424,8 @@ def _tma_layout(t: torch.Tensor) -> tuple[bool, int] | None:
 
 
 def _tma_supported(a: torch.Tensor) -> bool:
-    """Whether the Hopper path exists for ``a``'s device and dtype."""
-    if interpreter_enabled() or a.device.type != "cuda":
+    """Whether the Hopper path exists for ``a``'s device and dtype (when not interpreting)."""
+    if a.device.type != "cuda":
         return False
     return a.dtype in (torch.float16, torch.bfloat16) and _compute_major(a.device.index) == 9
 
@@ -457,15 +463,16 @@ def _launch_matmul(
     if K == 0:
         out.zero_()
         return
+    interpreter = interpreter_enabled()  # one environment lookup per call
     layouts = [_tma_layout(t) for t in (a, b, out)]
     usable = all(layout is not None for layout in layouts) and not layouts[2][0]
     if path == "auto":
-        path = "tma" if usable and _tma_supported(a) else "pointer"
+        path = "tma" if usable and not interpreter and _tma_supported(a) else "pointer"
     if path not in ("tma", "pointer"):
         raise ValueError(f"path must be 'auto', 'tma' or 'pointer', got {path!r}")
     if path == "tma" and a.dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"path='tma' supports float16 and bfloat16, not {a.dtype}")
-    if config is None and interpreter_enabled():
+    if config is None and interpreter:
         config = INTERPRETER_CONFIGS[path]
     buckets = {"M_BUCKET": _bucket(M), "K_BUCKET": _bucket(K)}
 
@@ -473,8 +480,8 @@ def _launch_matmul(
         precision = "tf32" if allow_tf32 and a.dtype == torch.float32 else "ieee"
         kernel = _matmul_tuned if config is None else _matmul_kernel
         extra = {} if config is None else _fixed_config_kwargs(config)
-        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-        wrap_triton(kernel)[grid](
+        grid = lambda meta: (plans.cdiv(M, meta["BLOCK_M"]) * plans.cdiv(N, meta["BLOCK_N"]),)
+        launchable(kernel)[grid](
             a,
             b,
             out,
@@ -486,7 +493,7 @@ def _launch_matmul(
             *out.stride(),
             **buckets,
             INPUT_PRECISION=precision,
-            WIDEN_OPERANDS=_widen_operands(a.dtype),
+            WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
             **extra,
         )
         return
@@ -497,7 +504,7 @@ def _launch_matmul(
             "and a 16-byte aligned start for a, b and a row-major out"
         )
     (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
-    if interpreter_enabled():
+    if interpreter:
         num_sms = _INTERPRETER_SMS
     else:
         num_sms = _sm_count(torch.cuda.current_device())  # a's device, under device_guard
@@ -506,7 +513,7 @@ def _launch_matmul(
     extra = {} if config is None else _fixed_config_kwargs(config)
     # A program that finds no tile exits at once, so the grid is simply one
     # program per multiprocessor: no size-dependent grid, nothing to guard.
-    wrap_triton(kernel)[(num_sms,)](
+    launchable(kernel)[(num_sms,)](
         a,
         b,
         out,
@@ -520,7 +527,7 @@ def _launch_matmul(
         A_COL_MAJOR=a_col,
         B_COL_MAJOR=b_col,
         NUM_SMS=num_sms,
-        WIDEN_OPERANDS=_widen_operands(a.dtype),
+        WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
         **extra,
     )
 
@@ -531,8 +538,8 @@ def _launch_matmul(
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, allow_tf32: bool) -> torch.Tensor:
-    """``a @ b`` in a new tensor: the body of ``kp::matmul`` and the direct route."""
-    out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    """``a @ b`` in a new tensor: the body of ``kp::matmul`` and of the eager routes."""
+    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
     with device_guard(a):
         _launch_matmul(a, b, out, allow_tf32=allow_tf32)
     return out
@@ -544,25 +551,33 @@ def _matmul_op(a: torch.Tensor, b: torch.Tensor, *, allow_tf32: bool = False) ->
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, allow_tf32: bool) -> torch.Tensor:
-    """``a @ b`` by the direct route when nothing needs the op, else through ``kp::matmul``.
+    """``a @ b`` by the route its context allows (:func:`kernel_portfolio.contracts.eager_route`).
 
-    The direct route launches the kernels as the op's eager body does (with
-    ``wrap_triton`` off, so no tracing wrapper runs) and skips the dispatcher,
-    whose host time per call can be as long as a mid-sized product on the
-    GPU. The backward products take it too: autograd runs them with grad
-    disabled.
+    The eager routes (the launcher directly when autograd will not record,
+    else the autograd Function :class:`_Matmul`) skip the dispatcher and its
+    autograd wrapper, whose host time per call can be as long as a mid-sized
+    product on the GPU. The public function and both backwards use this, so
+    the backward products take the route of their own context (autograd runs
+    them with grad disabled: the direct one, in eager code).
     """
     if direct_route(a, b):
         with direct_launches():
             return _matmul(a, b, allow_tf32)
+    if eager_route():
+        return _Matmul.apply(a, b, allow_tf32)
     return torch.ops.kp.matmul(a, b, allow_tf32=allow_tf32)
+
+
+def _save(ctx, a: torch.Tensor, b: torch.Tensor, allow_tf32: bool) -> None:
+    """Save what the backward needs: ``a`` only for ``dB``, ``b`` only for ``dA``."""
+    need_a, need_b = ctx.needs_input_grad[:2]
+    ctx.save_for_backward(a if need_b else None, b if need_a else None)
+    ctx.allow_tf32 = allow_tf32
 
 
 def _setup_context(ctx, inputs, keyword_only_inputs, output) -> None:
     a, b = inputs
-    need_a, need_b = ctx.needs_input_grad[:2]
-    ctx.save_for_backward(a if need_b else None, b if need_a else None)
-    ctx.allow_tf32 = keyword_only_inputs["allow_tf32"]
+    _save(ctx, a, b, keyword_only_inputs["allow_tf32"])
 
 
 def _backward(ctx, grad_c):
@@ -576,6 +591,21 @@ def _backward(ctx, grad_c):
 
 
 _matmul_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _Matmul(torch.autograd.Function):
+    """``matmul`` on the eager route: the launcher without the dispatcher; one backward."""
+
+    @staticmethod
+    def forward(ctx, a, b, allow_tf32):
+        with direct_launches():
+            out = _matmul(a, b, allow_tf32)
+        _save(ctx, a, b, allow_tf32)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_c):
+        return (*_backward(ctx, grad_c), None)
 
 
 # ---------------------------------------------------------------------------
