@@ -271,11 +271,8 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
     A view whenever the leading dimensions collapse into one row stride (any
     contiguous tensor, a 2-D transposed or expanded view, rows with gaps); the
     kernels then read it natively through ``(stride_xm, stride_xn)``.
-    Otherwise ``reshape`` makes the one copy this module allows. A 2-D ``x``
-    is returned as it is.
+    Otherwise ``reshape`` makes the one copy this module allows.
     """
-    if x.dim() == 2:
-        return x
     return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
@@ -291,7 +288,6 @@ def vec_width(elem_bytes: int, n_cols: int, row_strides: tuple[int, ...]) -> int
     divides ``n_cols`` and every row stride, so the rebuilt value is unchanged.
     """
     vec = max(1, 16 // elem_bytes)
-    for v in (n_cols, *row_strides):
-        while v % vec:
-            vec //= 2
+    while vec > 1 and any(v % vec for v in (n_cols, *row_strides)):
+        vec //= 2
     return vec
