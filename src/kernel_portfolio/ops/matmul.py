@@ -43,13 +43,31 @@ batch size inside it reuses the compiled graph, one in another bucket
 compiles (and tunes) once more.
 
 Triton also compiles a variant per integer argument class (equal to 1, a
-multiple of 16, other). The Hopper kernel opts every size and stride out of
-that (``do_not_specialize``): its tiles move through descriptors, nothing
-gains from the knowledge, and one binary serves every shape of a dtype and
-layout. The pointer kernel opts out only ``M``: ``N``, ``K`` and the strides
-stay specialised, because a multiple of 16 and a unit stride known at
-compile time are what turn its masked loads into 16-byte ``cp.async``
-copies (without them it falls back to 2-byte loads).
+multiple of 16, other). Both kernels opt every size and stride out of that
+(``do_not_specialize``), so one binary serves every shape of a dtype and
+layout. The Hopper kernel gains nothing from the knowledge: its tiles move
+through descriptors. The pointer kernel needs two facts to turn its masked
+loads into 16-byte ``cp.async`` copies (without them it falls back to 2-byte
+loads), and gets them as compile-time constants instead, the case study's
+``vec-hint`` policy, as the row kernels do:
+
+* which dimension of each matrix has unit stride (``A_UNIT``, ``B_UNIT``,
+  ``C_UNIT``: 1 for a row-major matrix, 0 for a transposed view, -1 for
+  neither); the kernel replaces that stride by the constant 1, so a
+  transposed operand is read in vectors along its own contiguous dimension;
+* ``VEC`` (:func:`_pointer_layout`): the largest power of two, up to 16
+  bytes of elements, that divides the matrices' other strides and the sizes
+  that mask their contiguous dimensions; the kernel rebuilds each of them as
+  ``v // VEC * VEC``, the same value, which the compiler now knows to be a
+  multiple of ``VEC``.
+
+A new ``M``, ``N`` or ``K`` therefore compiles nothing new unless it changes
+``VEC`` (at most four values) or a layout. The batch size of a linear layer
+(``M`` of the forward and of ``dA``, ``K`` of ``dB``) does not enter ``VEC``
+at all in those products' layouts: it masks no unit-stride dimension there.
+Widths that are multiples of 8 half-precision elements but not of 16 (4104)
+keep 16-byte loads, which Triton's own specialisation would not give them
+(the specialisation case study measured that policy against the others).
 
 Backward: ``dA = dC @ B^T`` and ``dB = A^T @ dC``, each through the same
 kernels with the transposed operand read in place, computing only the
@@ -104,7 +122,24 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     return first_m + local % group_rows, local // group_rows
 
 
-@triton.jit(do_not_specialize=["M", "M_BUCKET", "K_BUCKET"])
+#: The pointer kernel's runtime sizes and strides, none specialised by Triton
+#: (the module docstring says what replaces that).
+_POINTER_RUNTIME_ARGS = [
+    "M",
+    "N",
+    "K",
+    "stride_am",
+    "stride_ak",
+    "stride_bk",
+    "stride_bn",
+    "stride_cm",
+    "stride_cn",
+    "M_BUCKET",
+    "K_BUCKET",
+]
+
+
+@triton.jit(do_not_specialize=_POINTER_RUNTIME_ARGS)
 def _matmul_kernel(
     a_ptr,
     b_ptr,
@@ -126,13 +161,45 @@ def _matmul_kernel(
     GROUP_M: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
     WIDEN_OPERANDS: tl.constexpr,
+    A_UNIT: tl.constexpr,
+    B_UNIT: tl.constexpr,
+    C_UNIT: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     """One ``BLOCK_M x BLOCK_N`` tile of ``C`` per program, through pointers.
 
     ``M_BUCKET`` and ``K_BUCKET`` are unused in the body: they exist for the
     autotuning key. ``WIDEN_OPERANDS`` converts the tiles to float32 before
-    the dot; see ``_widen_operands``.
+    the dot; see ``_widen_operands``. ``A_UNIT``, ``B_UNIT``, ``C_UNIT`` and
+    ``VEC``: see the module docstring and :func:`_pointer_layout`.
     """
+    # Unit strides become constants; the strides and sizes that align the
+    # vectors along them are rebuilt as the same values, now visibly multiples
+    # of VEC (_pointer_layout chose VEC to divide exactly these).
+    if A_UNIT == 1:
+        stride_ak = 1
+        stride_am = stride_am // VEC * VEC
+        K = K // VEC * VEC
+    elif A_UNIT == 0:
+        stride_am = 1
+        stride_ak = stride_ak // VEC * VEC
+        M = M // VEC * VEC
+    if B_UNIT == 1:
+        stride_bn = 1
+        stride_bk = stride_bk // VEC * VEC
+        N = N // VEC * VEC
+    elif B_UNIT == 0:
+        stride_bk = 1
+        stride_bn = stride_bn // VEC * VEC
+        K = K // VEC * VEC
+    if C_UNIT == 1:
+        stride_cn = 1
+        stride_cm = stride_cm // VEC * VEC
+        N = N // VEC * VEC
+    elif C_UNIT == 0:
+        stride_cm = 1
+        stride_cn = stride_cn // VEC * VEC
+        M = M // VEC * VEC
     pid_m, pid_n = _tile_coords(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     rm = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -347,9 +414,10 @@ INTERPRETER_CONFIGS = {
 }
 
 _TUNING_KEY = ["M_BUCKET", "N", "K_BUCKET"]
-_matmul_tuned = triton.autotune(configs=POINTER_CONFIGS, key=[*_TUNING_KEY, "INPUT_PRECISION"])(
-    _matmul_kernel
-)
+_matmul_tuned = triton.autotune(
+    configs=POINTER_CONFIGS,
+    key=[*_TUNING_KEY, "INPUT_PRECISION", "A_UNIT", "B_UNIT", "C_UNIT", "VEC"],
+)(_matmul_kernel)
 _matmul_tma_tuned = triton.autotune(
     configs=TMA_CONFIGS, key=[*_TUNING_KEY, "A_COL_MAJOR", "B_COL_MAJOR"]
 )(_matmul_tma_kernel)
@@ -423,6 +491,38 @@ def _tma_layout(t: torch.Tensor) -> tuple[bool, int] | None:
     return None
 
 
+def _unit_dim(t: torch.Tensor) -> int:
+    """The dimension along which the matrix ``t`` has unit stride: 1, 0, or -1 for neither."""
+    s0, s1 = t.stride()
+    return 1 if s1 == 1 else 0 if s0 == 1 else -1
+
+
+def _pointer_layout(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> dict[str, int]:
+    """The pointer kernel's layout constants: ``A_UNIT``, ``B_UNIT``, ``C_UNIT`` and ``VEC``.
+
+    Along a matrix's unit-stride dimension the kernel loads (or stores)
+    vectors; they are 16-byte aligned when its other stride and the size that
+    masks that dimension are multiples of the vector. ``VEC`` is the largest
+    power of two up to 16 bytes of elements dividing all of those
+    (:func:`kernel_portfolio.plans.vec_width`); a matrix without a unit stride
+    adds nothing (its loads are element by element whatever ``VEC`` is).
+    """
+    (M, K), N = a.shape, b.shape[1]
+    units = _unit_dim(a), _unit_dim(b), _unit_dim(out)
+    # Per matrix and unit dimension: (its other stride, the size masking the unit dimension).
+    aligned = {
+        (0, 1): (a.stride(0), K),
+        (0, 0): (a.stride(1), M),
+        (1, 1): (b.stride(0), N),
+        (1, 0): (b.stride(1), K),
+        (2, 1): (out.stride(0), N),
+        (2, 0): (out.stride(1), M),
+    }
+    values = [v for i, unit in enumerate(units) for v in aligned.get((i, unit), ())]
+    vec = plans.vec_width(a.element_size(), values[0], values[1:]) if values else 1
+    return {"A_UNIT": units[0], "B_UNIT": units[1], "C_UNIT": units[2], "VEC": vec}
+
+
 def _tma_supported(a: torch.Tensor) -> bool:
     """Whether the Hopper path exists for ``a``'s device and dtype (when not interpreting)."""
     if a.device.type != "cuda":
@@ -494,6 +594,7 @@ def _launch_matmul(
             **buckets,
             INPUT_PRECISION=precision,
             WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
+            **_pointer_layout(a, b, out),
             **extra,
         )
         return
