@@ -491,35 +491,29 @@ def _tma_layout(t: torch.Tensor) -> tuple[bool, int] | None:
     return None
 
 
-def _unit_dim(t: torch.Tensor) -> int:
-    """The dimension along which the matrix ``t`` has unit stride: 1, 0, or -1 for neither."""
-    s0, s1 = t.stride()
-    return 1 if s1 == 1 else 0 if s0 == 1 else -1
-
-
 def _pointer_layout(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> dict[str, int]:
     """The pointer kernel's layout constants: ``A_UNIT``, ``B_UNIT``, ``C_UNIT`` and ``VEC``.
 
-    Along a matrix's unit-stride dimension the kernel loads (or stores)
-    vectors; they are 16-byte aligned when its other stride and the size that
-    masks that dimension are multiples of the vector. ``VEC`` is the largest
-    power of two up to 16 bytes of elements dividing all of those
-    (:func:`kernel_portfolio.plans.vec_width`); a matrix without a unit stride
-    adds nothing (its loads are element by element whatever ``VEC`` is).
+    Each matrix's unit-stride dimension: 1 (row-major), 0 (a transposed view)
+    or -1 (neither). Along it the kernel loads (or stores) vectors, which are
+    16-byte aligned when the matrix's other stride and the size that masks
+    that dimension are multiples of the vector. ``VEC`` is the largest power
+    of two up to 16 bytes of elements dividing all of those
+    (:func:`kernel_portfolio.plans.vec_width`); a matrix without a unit
+    stride adds nothing (it is read element by element whatever ``VEC`` is).
     """
     (M, K), N = a.shape, b.shape[1]
-    units = _unit_dim(a), _unit_dim(b), _unit_dim(out)
-    # Per matrix and unit dimension: (its other stride, the size masking the unit dimension).
-    aligned = {
-        (0, 1): (a.stride(0), K),
-        (0, 0): (a.stride(1), M),
-        (1, 1): (b.stride(0), N),
-        (1, 0): (b.stride(1), K),
-        (2, 1): (out.stride(0), N),
-        (2, 0): (out.stride(1), M),
-    }
-    values = [v for i, unit in enumerate(units) for v in aligned.get((i, unit), ())]
-    vec = plans.vec_width(a.element_size(), values[0], values[1:]) if values else 1
+    units, aligned = [], []
+    for (s0, s1), (n0, n1) in ((a.stride(), (M, K)), (b.stride(), (K, N)), (out.stride(), (M, N))):
+        if s1 == 1:
+            units.append(1)
+            aligned += (s0, n1)
+        elif s0 == 1:
+            units.append(0)
+            aligned += (s1, n0)
+        else:
+            units.append(-1)
+    vec = plans.vec_width(a.element_size(), aligned[0], aligned[1:]) if aligned else 1
     return {"A_UNIT": units[0], "B_UNIT": units[1], "C_UNIT": units[2], "VEC": vec}
 
 
