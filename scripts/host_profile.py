@@ -86,9 +86,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="OP/MODE", help="cProfile ours on this case")
     parser.add_argument("--top", type=int, default=25, help="profile entries to print")
     args = parser.parse_args(argv)
+    if args.profile is not None:
+        op, _, mode = args.profile.partition("/")
+        if op not in SHAPES or mode not in ("fwd", "fwdbwd"):
+            parser.error(f"--profile must be OP/fwd or OP/fwdbwd, OP one of {list(SHAPES)}")
 
+    threads, run = torch.get_num_threads(), InterpretedFunction.run
     torch.set_num_threads(1)
     InterpretedFunction.run = lambda self, *a, **k: None  # launches do nothing
+    try:
+        _report(args)
+    finally:
+        InterpretedFunction.run = run
+        torch.set_num_threads(threads)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> None:
+    """Time every selected case, then profile one if asked."""
     print(
         f"torch {torch.__version__}, {args.dtype}, launches stubbed, {args.calls} calls x "
         f"{args.repeats} repeats; us per call (median of the repeats)"
@@ -114,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
         stats = pstats.Stats(profiler, stream=sys.stdout)
         stats.sort_stats("tottime").print_stats(args.top)
         stats.sort_stats("cumulative").print_stats(args.top)
-    return 0
 
 
 if __name__ == "__main__":
