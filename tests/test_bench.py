@@ -541,5 +541,5 @@ def test_sanitize_paths_pass_and_reject_a_broken_kernel(sanitize_paths, monkeypa
     monkeypatch.setattr(sanitize_paths.kp, "row_sum", lambda x, plan: x.sum(-1) * 1.01)
     assert sanitize_paths.main(["--small", "--only", "row_sum split"]) == 1
     out = capsys.readouterr().out
-    assert "FAIL  CheckFailed: relative error" in out and "1 paths, 1 failed" in out
+    assert "FAIL  CheckFailed: output 0: relative error" in out and "1 paths, 1 failed" in out
     assert sanitize_paths.main(["--small", "--only", "no such path"]) == 2

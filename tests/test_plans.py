@@ -51,7 +51,8 @@ def test_auto_holds_rows_that_fit_and_splits_only_few_wide_rows():
         if fits:
             assert plan.kind == "block"
         else:
-            assert plan.kind == ("split" if 2 * n_rows <= sms else "looped")
+            few = n_rows <= plan_rule.SPLIT_ROWS_PER_SM * sms
+            assert plan.kind == ("split" if few else "looped"), (n_rows, n_cols, elem_bytes, sms)
 
 
 def test_plan_of_a_given_width_does_not_depend_on_row_count():

@@ -149,7 +149,8 @@ def test_persistent_programs_walk_every_row(device, monkeypatch):
     x = torch.randn(37, 100, device=device)
     for plan in ("block", "looped"):
         chosen = _plan(plan, x)
-        assert plans.persistent_programs(37, chosen, 1) == 16
+        programs = plans.persistent_programs(37, chosen, 1)
+        assert programs == plans.WARPS_PER_SM // chosen.num_warps < 37, (chosen, programs)
         assert_matches(_forward(x, chosen), reference.softmax(x), torch.float32, plan)
 
 
