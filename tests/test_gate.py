@@ -128,9 +128,9 @@ def site(built, tmp_path):
 
 @pytest.fixture
 def root(built, tmp_path):
-    """A copy of the fixture workspace's results, sources and allow-list."""
+    """A copy of the fixture workspace's results, the sources they hash, and the allow-list."""
     dest = tmp_path / "root"
-    for part in ("results", "src", "docs/evidence"):
+    for part in ("results", "src", "scripts", "case_studies", "docs/evidence"):
         shutil.copytree(built.ws / part, dest / part)
     return dest
 
@@ -177,8 +177,10 @@ def test_hand_typed_figure_fails_naming_the_page(site, root, sentence, figure, u
 
 
 def test_nearest_saved_values_are_quotable(site, root):
+    for real in ("h200", "archive"):  # thousands of saved values: keep the fixture's alone
+        shutil.rmtree(root / "results" / real, ignore_errors=True)
     _inject(site, "fixture-claims/", "<p>about 1750 GB/s</p>")
-    (failure,) = _failures(site, root)
+    (failure,) = [f for f in _failures(site, root) if f.startswith("fixture-claims/")]
     assert "{{ claim fixture/smoke softmax/fwd/1024x4096/float16 ours gbps }}" in failure
 
 
@@ -239,7 +241,8 @@ def test_edited_kernel_makes_its_claims_stale(site, root):
     softmax.write_text(softmax.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
     failures = _failures(site, root)
     assert failures and all("stale" in f and "ops/softmax.py" in f for f in failures)
-    assert all("softmax/fwd/1024x4096/float16" in f for f in failures)  # not the GEMM claims
+    fixture = [f for f in failures if "fixture/smoke" in f]
+    assert fixture and all("softmax/fwd/1024x4096/float16" in f for f in fixture)  # not its GEMM
     assert any(f.startswith("fixture-claims/") for f in failures)
     assert any(f.startswith("fixture-notebook/") for f in failures)
 

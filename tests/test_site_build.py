@@ -20,6 +20,7 @@ import pytest
 import site_workspace as sw
 import yaml
 
+from kernel_portfolio.bench import targets
 from kernel_portfolio.evidence import gate, htmltree
 from kernel_portfolio.evidence.quote import case_anchor
 
@@ -124,6 +125,17 @@ def test_chart_json_files_are_downloadable(built):
         figure = json.loads((built.site / "benchmarks/fixture" / src).read_text(encoding="utf-8"))
         assert figure["data"]
         assert f'href="{src}"' in page  # the download link
+
+
+def test_benchmarks_page_holds_the_results_to_the_speed_targets(built):
+    page = (built.site / "benchmarks/fixture/index.html").read_text(encoding="utf-8")
+    section = page[page.index('id="speed-targets"') : page.index('id="softmax"')]
+    assert "falls under: add at 256 MiB per operand; " in section  # the smoke suite has none
+    scan = gate.scan_page("benchmarks/fixture/", section)
+    # Every-shape rows: each best baseline's share of copy and ours over it, both claims.
+    assert len(scan.claims) >= 4 and scan.figures == []
+    bars = {text for attrs, text in scan.targets if "kp-target" in attrs["class"]}
+    assert "≥ 1.00× best baseline" in bars and bars <= targets.target_texts()
 
 
 def test_pages_within_size_budget(built):
@@ -340,7 +352,8 @@ def test_skip_reasons_stay_out_of_measured_columns(tmp_path):
     data = fixture_result(sw.ROOT, skip={"liger": reason})
     save(data, tmp_path / "results/fixture/smoke.json")
     page = _generated(tmp_path)["benchmarks/fixture.md"]
-    table = page[page.index("<table>") : page.index("</table>") + 8]
+    start = page.index("<table>", page.index("### softmax"))  # past the speed targets
+    table = page[start : page.index("</table>", start) + 8]
     scan = gate.scan_page("benchmarks/fixture/", table)
     assert scan.figures == [], scan.figures
     assert f"<td>skipped: {reason}</td><td>—</td>" in table

@@ -464,3 +464,87 @@ def test_auto_rule_is_the_committed_fit():
         assert fitting.impl_name(got.kind, got.block, got.num_warps) == rule.impl(
             n_rows, n_cols, sm
         ), (n_rows, n_cols)
+
+
+# ------------------------------------------------------------ the notebooks
+
+
+def test_discrete_colorscale_paints_each_integer_flat():
+    from kernel_portfolio import charts
+
+    scale = charts.discrete_colorscale(["#000000", "#ffffff"])
+    assert scale == [[0.0, "#000000"], [0.5, "#000000"], [0.5, "#ffffff"], [1.0, "#ffffff"]]
+    with pytest.raises(ValueError, match="colors is empty"):
+        charts.discrete_colorscale([])
+
+
+def test_heatmap_grid_draws_every_panel_on_category_axes():
+    from kernel_portfolio import charts
+
+    panels = [
+        charts.HeatmapPanel(f"panel {i}", [[1.0, None, 3.0], [4.0, 5.0, 6.0]], [["a"] * 3] * 2)
+        for i in range(3)
+    ]
+    fig = charts.heatmap_grid(
+        panels, x=[8192, 16384, 32769], y=[1, 4], x_title="width", y_title="rows",
+        colorscale="Reds", zmin=0, zmax=10, colorbar={"title": "regret"}, title="t",
+    )  # fmt: skip
+    assert [t.type for t in fig.data] == ["heatmap"] * 3
+    assert list(fig.data[0].x) == ["8192", "16384", "32769"] and list(fig.data[0].y) == ["1", "4"]
+    assert [t.showscale for t in fig.data] == [True, False, False]  # one colour bar
+    assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.type == "category"
+    assert fig.data[2].xaxis == "x3" and fig.layout.height == 120 + 300 * 2  # 2 per row
+    assert list(fig.data[1].customdata[0]) == ["a"] * 3  # hover defaults to the text
+
+
+def test_heatmap_grid_rejects_misshapen_panels():
+    from kernel_portfolio import charts
+
+    kw = {"x": [1, 2], "y": [1], "x_title": "x", "y_title": "y", "colorscale": "Reds",
+          "zmin": 0, "zmax": 1}  # fmt: skip
+    good = charts.HeatmapPanel("ok", [[1.0, 2.0]], [["a", "b"]])
+    with pytest.raises(ValueError, match="panels is empty"):
+        charts.heatmap_grid([], **kw)
+    with pytest.raises(ValueError, match="cols must be"):
+        charts.heatmap_grid([good], cols=0, **kw)
+    with pytest.raises(ValueError, match=r"'short': z must have one value per x label"):
+        charts.heatmap_grid([charts.HeatmapPanel("short", [[1.0]], [["a"]])], **kw)
+    with pytest.raises(ValueError, match=r"'tall': text must have one row per y label"):
+        charts.heatmap_grid([charts.HeatmapPanel("tall", [[1.0, 2.0]], [["a"], ["b"]])], **kw)
+    with pytest.raises(ValueError, match="hover"):
+        charts.heatmap_grid([charts.HeatmapPanel("h", [[1.0, 2.0]], [["a", "b"]], [["c"]])], **kw)
+
+
+def test_styled_keeps_the_height_and_refuses_bad_input():
+    import plotly.graph_objects as go
+
+    from kernel_portfolio import charts
+
+    fig = charts.styled(go.Figure(), height=500)
+    assert fig.layout.height == 500 and fig.layout.template.layout.paper_bgcolor == "white"
+    with pytest.raises(TypeError, match="plotly Figure"):
+        charts.styled({"data": []})
+    with pytest.raises(ValueError, match="height"):
+        charts.styled(go.Figure(), height=0)
+
+
+@pytest.mark.parametrize("name", ["specialization", "chunk_rules"])
+def test_case_study_runs_on_the_committed_results(name):
+    """The notebook executes end to end on results/ (its asserts guard the text it prints).
+
+    It quotes saved values only (``quote`` raises on anything else) and draws its charts.
+    """
+    import jupytext
+    from nbclient import NotebookClient
+
+    nb = jupytext.read(ROOT / "case_studies" / f"{name}.py")
+    NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(ROOT)}}).execute()
+    html = "".join(
+        out.get("data", {}).get("text/html", "") + out.get("data", {}).get("text/markdown", "")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+    )
+    assert html.count('class="kp-claim"') >= 20
+    assert html.count('class="kp-chart"') >= 3
+    assert "not yet measured" not in html.lower()

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import re
+from pathlib import Path
 
 import pytest
 
 from kernel_portfolio.bench import targets
+from kernel_portfolio.bench.records import (
+    ImplOutcome,
+    build_case_record,
+    fixture_result,
+)
+from kernel_portfolio.bench.suites import Case
+from kernel_portfolio.evidence import gate, pages
+from kernel_portfolio.evidence.sitebuild import rewrite_claim_links
+from kernel_portfolio.results import load, save
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _case(op, mode, shape, dtype, ours_pct, ratios, baselines):
@@ -23,12 +35,8 @@ def _case(op, mode, shape, dtype, ours_pct, ratios, baselines):
     }
 
 
-def _result(*cases):
-    return SimpleNamespace(data={"cases": list(cases)})
-
-
-def _rows(result, target):
-    return [r for r in targets.evaluate(result) if r["target"] == target]
+def _rows(data, target):
+    return [r for r in targets.evaluate(data) if r["target"] == target]
 
 
 @pytest.mark.parametrize("pct, met", [(91.0, True), (89.9, False)])
@@ -37,8 +45,9 @@ def test_share_of_copy_bandwidth(pct, met):
     case = _case(
         "softmax", "fwd", (8192, 8192), "float16", pct, {"torch": 2.0}, {"torch": torch_rec}
     )
-    (row,) = _rows(_result(case), "softmax forward, widths 1K to 32K")
+    (row,) = _rows({"cases": [case]}, "softmax forward, widths 1K to 32K")
     assert row["value"] == pct and row["threshold"] == 90.0 and row["met"] is met
+    assert row["bar"] == "≥ 90.0% of copy" and row["reason"] is None
 
 
 def test_best_baseline_is_the_fastest_and_near_roof_lowers_the_bar():
@@ -48,19 +57,166 @@ def test_best_baseline_is_the_fastest_and_near_roof_lowers_the_bar():
         "rms_norm", "fwd", (32768, 8192), "bfloat16", 93.5,
         {"liger": 0.98, "torch": 2.9}, {"liger": fast, "torch": slow},
     )  # fmt: skip
-    (row,) = _rows(_result(case), "every shape: best baseline")
+    (row,) = _rows({"cases": [case]}, targets.EVERY_SHAPE)
     assert row["baseline"] == "liger" and row["threshold"] == targets.NEAR_ROOF_BAR
     assert row["met"]  # 0.98 of a baseline above 90 % of copy bandwidth clears 0.97
+    assert row["bar"] == "≥ 0.97× best baseline"
 
 
-def test_failed_or_missing_figures_never_count_as_met():
+def test_failed_or_missing_figures_never_count_as_met_and_say_why():
     case = _case("softmax", "fwd", (64, 131072), "float16", None, {}, {})
-    case["impls"]["ours"]["status"] = "failed"
-    (row,) = _rows(_result(case), "softmax forward, wide rows")
+    case["impls"]["ours"].update(status="failed", reason="rel_error nan")
+    (row,) = _rows({"cases": [case]}, "softmax forward, wide rows")
     assert row["value"] is None and not row["met"]
+    assert row["reason"] == "ours failed: rel_error nan"
+    gemm = _case("matmul", "fwd", (4096, 4096, 4096), "float16", None, {}, {})
+    gemm["impls"]["cublas"] = {"status": "skipped", "reason": "no cuBLAS here"}
+    (row,) = _rows({"cases": [gemm]}, "GEMM, cubes")
+    assert not row["met"] and row["reason"] == "cublas skipped: no cuBLAS here"
+    few = _case("softmax", "fwd", (4, 32769), "bfloat16", 1.0, {}, {})
+    (row,) = _rows({"cases": [few]}, "softmax forward, few wide rows")
+    assert row["baseline"] is None and row["reason"] == "none of torch, compile, liger ran"
+    assert _rows({"cases": [few]}, targets.EVERY_SHAPE) == []  # no baseline, no every-shape row
 
 
 def test_every_target_names_a_known_stat_and_a_positive_bar():
     for t in targets.TARGETS:
         assert t.stat in ("pct_copy", "speedup") and t.threshold > 0
         assert (t.stat == "speedup") == (t.baseline is not None)
+        assert targets.bar_text(t.stat, t.threshold, t.baseline) in targets.target_texts()
+
+
+def test_shortfall_is_in_the_bar_unit_and_only_for_a_miss():
+    assert targets.shortfall_text("pct_copy", 87.3, 90.0) == "2.7 points"
+    assert targets.shortfall_text("speedup", 0.93, 1.0) == "0.07×"
+    assert targets.shortfall_text("speedup", 0.998, 1.0) == "< 0.01×"
+    assert targets.shortfall_text("pct_copy", 89.99, 90.0) == "< 0.1 points"
+    with pytest.raises(ValueError, match="meets the bar"):
+        targets.shortfall_text("pct_copy", 90.0, 90.0)
+    with pytest.raises(ValueError, match="stat='tflops'"):
+        targets.bar_text("tflops", 1.0)
+
+
+# ------------------------------------------------ the Benchmarks page and the gate
+
+RESULT_ID = "fixture/default"
+SOFTMAX_MET = "softmax/fwd/8192x8192/float16"  # ours at 91 % of copy: bar 90 %, met
+SOFTMAX_MISS = "softmax/fwd/32768x8192/float16"  # ours at 88 %: misses by 2.0 points
+GEMM_MISS = "matmul/fwd/4096x4096x4096/bfloat16"  # ours at 0.95 of cuBLAS: misses by 0.05
+RMS_FAILED = "rms_norm/fwd/8192x8192/bfloat16"  # ours failed: not met, with the reason
+
+
+def _known_result(tmp_path: Path) -> Path:
+    """A valid result whose ours sits at known distances from its bars."""
+    data = fixture_result(ROOT, suite="smoke")  # header and copy bandwidth; cases replaced
+    copy_gbps = data["copy_bandwidth"]["gbps"]
+    visits, samples = data["timing"]["visits"], data["timing"]["samples_per_visit"]
+
+    def timed(ms: float) -> ImplOutcome:
+        return ImplOutcome("ok", None, 1e-4, [[ms] * samples] * visits, 1 << 20)
+
+    def at_pct(case: Case, pct: float) -> float:
+        return case.bytes / (pct / 100.0 * copy_gbps * 1e6)
+
+    cases = []
+    for case_id, pct in ((SOFTMAX_MET, 91.0), (SOFTMAX_MISS, 88.0)):
+        op, mode, shape, dtype = case_id.split("/")
+        case = Case(op, mode, tuple(map(int, shape.split("x"))), dtype, "events", ("ours", "torch"))
+        ours_ms = at_pct(case, pct)
+        cases.append(({"ours": timed(ours_ms), "torch": timed(2 * ours_ms)}, case))
+    gemm = Case("matmul", "fwd", (4096, 4096, 4096), "bfloat16", "events", ("ours", "cublas"))
+    cases.append(({"ours": timed(0.2), "cublas": timed(0.19)}, gemm))
+    rms = Case("rms_norm", "fwd", (8192, 8192), "bfloat16", "events", ("ours", "torch"))
+    failed = ImplOutcome("failed", "rel_error 0.5 > 0.016", 0.5)
+    cases.append(({"ours": failed, "torch": timed(0.1)}, rms))
+    # No source dependencies: the cases never go stale in a folder without the sources.
+    data["cases"] = [
+        build_case_record(case, outcomes, copy_gbps=copy_gbps, cache="cold", sources={})
+        for outcomes, case in cases
+    ]
+    data["suite"] = "default"
+    path = tmp_path / "results" / f"{RESULT_ID}.json"
+    save(data, path)
+    return path
+
+
+def _section(path: Path) -> str:
+    """The built Speed targets section, claim links rewritten as the site build does."""
+    data = load(path).data
+    (page,) = [
+        f.content
+        for f in pages.benchmarks_page("fixture", [(RESULT_ID, data, load(path).frame())])
+        if f.src_uri == "benchmarks/fixture.md"
+    ]
+    section = page[page.index("### Speed targets") : page.index("\n### ", page.index("###") + 4)]
+    return rewrite_claim_links(section, "benchmarks/fixture/")
+
+
+def _row(section: str, case_id: str, target: str | None = None) -> str:
+    rows = re.findall(r"<tr>.*?</tr>", section, re.S)
+    (row,) = [r for r in rows if f"<code>{case_id}</code>" in r and (not target or target in r)]
+    return row
+
+
+def _judge(section: str, root: Path) -> list[str]:
+    scan = gate.scan_page("benchmarks/fixture/", f"<body>{section}</body>")
+    return [str(f) for f in gate.judge([scan], root).failures]
+
+
+@pytest.fixture
+def known(tmp_path):
+    return tmp_path, _section(_known_result(tmp_path))
+
+
+def test_page_shows_each_target_with_claims_bars_and_misses(known):
+    root, section = known
+    met = _row(section, SOFTMAX_MET, "widths 1K to 32K")
+    assert 'class="kp-claim"' in met and 'data-stat="pct_copy"' in met
+    assert 'href="../../evidence/fixture/default/#softmax-fwd-8192x8192-float16"' in met
+    assert '<span class="kp-target">≥ 90.0% of copy</span>' in met
+    assert "<td>yes</td><td></td>" in met
+    miss = _row(section, SOFTMAX_MISS, "widths 1K to 32K")
+    assert re.search(r'<a class="kp-shortfall" href="../../evidence/fixture/default/#softmax'
+                     r'-fwd-32768x8192-float16"[^>]*>2.0 points</a>', miss)  # fmt: skip
+    assert "<td>no</td>" in miss
+    gemm = _row(section, GEMM_MISS)
+    assert " over cublas" in gemm and '<span class="kp-target">≥ 1.00× cublas</span>' in gemm
+    assert ">0.05×</a>" in gemm
+    failed = _row(section, RMS_FAILED, "RMSNorm forward")
+    assert "<td>no: ours failed: rel_error 0.5 &gt; 0.016</td><td>—</td>" in failed
+    assert "Named targets, per case: 1 met, 3 not met." in section
+    every = _row(section, SOFTMAX_MISS, "<td>torch</td>")  # ours is twice torch's speed
+    assert '<span class="kp-target">≥ 1.00× best baseline</span>' in every
+    assert "Every shape" in section and ": 2 met, 1 not met." in section
+    assert "falls under: add at 256 MiB per operand; row sum, large; " in section
+    assert _judge(section, root) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "complaint"),
+    [
+        # a target row whose value is typed instead of quoted
+        (r'<a class="kp-claim"[^>]*>91\.0%</a>', "91.0%", "hand-typed table figure '91.0%'"),
+        # a measured figure dressed up as a target
+        (r'<span class="kp-target">≥ 90\.0% of copy</span>', '<span class="kp-target">91.0%</span>',
+         "target '91.0%' is not a bar"),
+        # a bar that is not one of the targets
+        (r"≥ 90\.0% of copy</span>", "≥ 80.0% of copy</span>", "target '≥ 80.0% of copy'"),
+        # a bar typed without its markup
+        (r'<span class="kp-target">(≥ 90\.0% of copy)</span>', r"\1",
+         "hand-typed percent figure '90.0%'"),
+        # an edited shortfall, and one against a bar no target sets
+        (r">2\.0 points</a>", ">1.0 points</a>", "tampered"),
+        (r'data-threshold="90.0">2.0 points', 'data-threshold="89.0">1.0 points',
+         "not measured against a bar"),
+        # a shortfall typed without its markup
+        (r'<a class="kp-shortfall"[^>]*>2\.0 points</a>', "2.0 points",
+         "hand-typed table figure '2.0 points'"),
+    ],
+)  # fmt: skip
+def test_gate_rejects_broken_target_rows(known, old, new, complaint):
+    root, section = known
+    broken, n = re.subn(old, new, section, count=1)
+    assert n == 1
+    failures = _judge(broken, root)
+    assert any(complaint in f for f in failures), failures

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -224,3 +225,167 @@ def show(fig: go.Figure, name: str) -> Chart:
         An object whose HTML representation is the chart.
     """
     return Chart(chart_div(fig, name))
+
+
+def styled(fig: go.Figure, *, height: int = 380) -> go.Figure:
+    """Give a figure the site's look (template, font, margins, legend below it).
+
+    For figures a page builds itself, so that they look like the generated ones.
+
+    Args:
+        fig: The figure; changed in place.
+        height: Height in pixels.
+
+    Returns:
+        ``fig``.
+
+    Raises:
+        TypeError: ``fig`` is not a plotly Figure.
+        ValueError: ``height`` is not a positive integer.
+    """
+    if not isinstance(fig, go.Figure):
+        raise TypeError(f"fig must be a plotly Figure, got {type(fig).__name__}")
+    if not isinstance(height, int) or isinstance(height, bool) or height < 1:
+        raise ValueError(f"height must be a positive integer (pixels), got {height!r}")
+    _style(fig)
+    fig.update_layout(height=height)
+    return fig
+
+
+def discrete_colorscale(colors: Sequence[str]) -> list[list]:
+    """A colorscale that paints the integers ``0 .. len(colors) - 1`` in ``colors``.
+
+    Use it with ``zmin=-0.5`` and ``zmax=len(colors) - 0.5``, so that each integer
+    sits in the middle of its own flat band.
+
+    Raises:
+        ValueError: ``colors`` is empty.
+    """
+    colors = list(colors)
+    if not colors:
+        raise ValueError("colors is empty: a discrete colorscale needs at least one colour")
+    n = len(colors)
+    return [[edge / n, color] for k, color in enumerate(colors) for edge in (k, k + 1)]
+
+
+@dataclass(frozen=True)
+class HeatmapPanel:
+    """One panel of :func:`heatmap_grid`.
+
+    Attributes:
+        title: Title above the panel.
+        z: One row of values per y label, one value per x label (``None``: an
+            empty cell).
+        text: Text written in each cell, same shape as ``z``.
+        hover: Text shown on hover, same shape as ``z``; ``None``: ``text``.
+    """
+
+    title: str
+    z: Sequence[Sequence[float | None]]
+    text: Sequence[Sequence[str]]
+    hover: Sequence[Sequence[str]] | None = None
+
+
+def _check_grid(name: str, rows: object, n_y: int, n_x: int) -> list[list]:
+    if not isinstance(rows, Sequence) or isinstance(rows, str) or len(rows) != n_y:
+        raise ValueError(f"{name} must have one row per y label ({n_y})")
+    out = []
+    for row in rows:
+        if not isinstance(row, Sequence) or isinstance(row, str) or len(row) != n_x:
+            raise ValueError(f"{name} must have one value per x label ({n_x}) in every row")
+        out.append(list(row))
+    return out
+
+
+def heatmap_grid(
+    panels: Sequence[HeatmapPanel],
+    *,
+    x: Sequence[str],
+    y: Sequence[str],
+    x_title: str,
+    y_title: str,
+    colorscale: str | list,
+    zmin: float,
+    zmax: float,
+    colorbar: dict | None = None,
+    cols: int = 2,
+    panel_height: int = 300,
+    title: str | None = None,
+) -> go.Figure:
+    """Heatmaps over the same categorical axes, side by side, one shared colour scale.
+
+    Args:
+        panels: The panels, filled row by row.
+        x: Labels of the columns of every panel (drawn as categories).
+        y: Labels of the rows of every panel (drawn as categories, first at the bottom).
+        x_title: Title of the x axes.
+        y_title: Title of the y axes.
+        colorscale: A plotly colorscale (a name, or a list such as
+            :func:`discrete_colorscale` returns).
+        zmin: Value at the bottom of the colour scale.
+        zmax: Value at the top of the colour scale.
+        colorbar: Plotly ``colorbar`` settings, shown once; ``None``: no colour bar.
+        cols: Panels per row.
+        panel_height: Height in pixels of one row of panels.
+        title: Figure title.
+
+    Returns:
+        The figure, styled like the site's other charts.
+
+    Raises:
+        ValueError: no panel, ``cols`` or ``panel_height`` not positive, or a panel
+            whose ``z``, ``text`` or ``hover`` does not have one row per ``y`` label and
+            one value per ``x`` label.
+    """
+    from plotly.subplots import make_subplots
+
+    panels = list(panels)
+    if not panels:
+        raise ValueError("panels is empty: nothing to draw")
+    if not isinstance(cols, int) or cols < 1:
+        raise ValueError(f"cols must be a positive integer, got {cols!r}")
+    if not isinstance(panel_height, int) or panel_height < 1:
+        raise ValueError(f"panel_height must be a positive integer (pixels), got {panel_height!r}")
+    x, y = [str(v) for v in x], [str(v) for v in y]
+    cols = min(cols, len(panels))
+    n_rows = -(-len(panels) // cols)
+    fig = make_subplots(
+        rows=n_rows,
+        cols=cols,
+        subplot_titles=[p.title for p in panels],
+        horizontal_spacing=0.08,
+        vertical_spacing=min(0.3, 110 / (panel_height * n_rows)),  # about 110 px between rows
+    )
+    for i, panel in enumerate(panels):
+        where = f"panel {panel.title!r}"
+        z = _check_grid(f"{where}: z", panel.z, len(y), len(x))
+        text = _check_grid(f"{where}: text", panel.text, len(y), len(x))
+        hover = text if panel.hover is None else panel.hover
+        hover = _check_grid(f"{where}: hover", hover, len(y), len(x))
+        fig.add_trace(
+            go.Heatmap(
+                x=x,
+                y=y,
+                z=z,
+                text=text,
+                customdata=hover,
+                texttemplate="%{text}",
+                textfont={"size": 10},
+                zmin=zmin,
+                zmax=zmax,
+                colorscale=colorscale,
+                showscale=colorbar is not None and i == 0,
+                colorbar=colorbar,
+                hoverongaps=False,
+                hovertemplate=f"{y_title} %{{y}}, {x_title} %{{x}}<br>%{{customdata}}"
+                "<extra></extra>",
+            ),
+            row=i // cols + 1,
+            col=i % cols + 1,
+        )
+    fig.update_xaxes(title_text=x_title, type="category")
+    fig.update_yaxes(title_text=y_title, type="category")
+    styled(fig, height=120 + panel_height * n_rows)
+    if title is not None:
+        fig.update_layout(title=title, margin={"t": 90})
+    return fig

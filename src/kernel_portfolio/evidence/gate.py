@@ -26,6 +26,13 @@ notebooks, API pages, generated pages) and fails on:
   command, the timing notes, a skip reason) and must equal that string. This
   is the only way a page shows a raw number without a claim, and only
   evidence pages can;
+* a **target** (``span.kp-target``: a bar such as "≥ 90.0% of copy", which
+  is a goal, not a measurement) whose text is not one of the bars of
+  :mod:`kernel_portfolio.bench.targets` (:func:`~kernel_portfolio.bench.targets.target_texts`),
+  or a **shortfall** (``a.kp-shortfall``: how far a quoted value falls short of
+  a bar, "2.7 points") that does not name a bar, or whose text differs from
+  the shortfall recomputed from the saved value it names like a claim
+  (checked, linked and judged stale like one);
 * a results file that does not validate (edited values or hashes);
 * a resource loaded from another host (script, stylesheet, image, frame,
   ``import()`` or ``url()``): the site must work offline;
@@ -39,6 +46,7 @@ the evidence index publishes it.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import posixpath
 import re
@@ -48,6 +56,7 @@ from pathlib import Path
 
 import yaml
 
+from kernel_portfolio.bench import targets
 from kernel_portfolio.evidence import htmltree
 from kernel_portfolio.evidence.quote import (
     Claim,
@@ -221,11 +230,15 @@ class Figure:
 
 @dataclass
 class PageScan:
-    """What one page shows: its figures outside claims, claims, evidence values, resources."""
+    """What one page shows: figures outside claims, claims, targets, evidence values, resources.
+
+    ``targets`` holds the target bars and the shortfalls (told apart by class).
+    """
 
     url: str
     figures: list[Figure] = field(default_factory=list)
     claims: list[tuple[dict[str, str], str]] = field(default_factory=list)
+    targets: list[tuple[dict[str, str], str]] = field(default_factory=list)
     values: list[tuple[dict[str, str], str]] = field(default_factory=list)
     external: list[str] = field(default_factory=list)
 
@@ -268,6 +281,10 @@ def _is_value(node: htmltree.Node) -> bool:
     return "kp-value" in node.classes
 
 
+def _is_target(node: htmltree.Node) -> bool:
+    return not {"kp-target", "kp-shortfall"}.isdisjoint(node.classes)
+
+
 #: Attributes an evidence value takes from its nearest enclosing element that has them.
 _INHERITED = ("data-result", "data-kp-base")
 
@@ -300,6 +317,10 @@ def scan_page(url: str, source: str) -> PageScan:
             scan.claims.append((node.attrs, node.text()))
             buffer.append(_MASK)
             return
+        if _is_target(node):
+            scan.targets.append((node.attrs, node.text()))
+            buffer.append(_MASK)
+            return
         inherited = {k: node.attrs[k] for k in _INHERITED if k in node.attrs}
         if inherited:
             context = {**context, **inherited}
@@ -329,7 +350,7 @@ def _masked_text(node: htmltree.Node | str) -> str:
         return node
     if node.tag in _SKIP:
         return ""
-    if _is_claim(node) or _is_value(node):
+    if _is_claim(node) or _is_value(node) or _is_target(node):
         return _MASK
     return "".join(_masked_text(c) for c in node.children)
 
@@ -396,12 +417,22 @@ def page_url(site: Path, path: Path) -> str:
 
 
 def scan_site(site: Path) -> list[PageScan]:
-    """Scan every ``*.html`` file of a built site, in path order."""
+    """Scan every ``*.html`` file of a built site, in path order.
+
+    A page whose URL and HTML were scanned before in this process is not parsed
+    again (the scan is a function of the two; :func:`judge` only reads it), which
+    keeps repeated checks of one large site, as in the tests, cheap.
+    """
     site = Path(site)
     return [
-        scan_page(page_url(site, p), p.read_text(encoding="utf-8"))
+        _scan_cached(page_url(site, p), p.read_text(encoding="utf-8"))
         for p in sorted(site.rglob("*.html"))
     ]
+
+
+@functools.lru_cache(maxsize=256)
+def _scan_cached(url: str, source: str) -> PageScan:
+    return scan_page(url, source)
 
 
 # ------------------------------------------------------------------- judging
@@ -636,9 +667,53 @@ def judge(
                 f"({', '.join(results.changed(result_id, case_id))}); measure again with "
                 "`kp bench`, or quote an archived result kept with its sources"
             )
+        for attrs, text in scan.targets:
+            _judge_target(scan.url, attrs, text, results, fail)
         for attrs, text in scan.values:
             _judge_value(scan.url, attrs, text, results, fail)
     return report
+
+
+def _judge_target(url, attrs, text, results: ResultSet, fail) -> None:
+    """Check a target bar (its words) or a shortfall (recomputed like a claim)."""
+    if "kp-shortfall" not in attrs.get("class", "").split():
+        if _norm(text) not in {_norm(t) for t in targets.target_texts()}:
+            fail(
+                f"target {_show(text)} is not a bar of kernel_portfolio.bench.targets: "
+                "a target shows a goal from there, never a measured figure"
+            )
+        return
+    result_id, case_id = attrs.get("data-result", ""), attrs.get("data-case", "")
+    stat, impl = attrs.get("data-stat", ""), attrs.get("data-impl", "")
+    baseline = attrs.get("data-baseline") or None
+    label = (
+        f"shortfall {_show(text)} ({result_id} {case_id} {impl}"
+        f"{'/' + baseline if baseline else ''} {stat} against {attrs.get('data-threshold')})"
+    )
+    try:
+        threshold = float(attrs.get("data-threshold", "nan"))
+    except ValueError:
+        threshold = math.nan
+    if not targets.is_bar(stat, threshold):
+        fail(f"{label} is not measured against a bar of kernel_portfolio.bench.targets")
+        return
+    result = results.get(result_id) if result_id else None
+    if result is None:
+        fail(f"{label} names a result that cannot be used: {results.error(result_id)}")
+        return
+    try:
+        value = make_claim(result_id, result.data, case_id, stat, impl, baseline).value
+        expected = targets.shortfall_text(stat, value, threshold)
+    except (ValueError, TypeError, KeyError) as err:
+        fail(f"{label} cannot be backed: {err}")
+        return
+    if text != expected:
+        fail(f"{label} differs from the shortfall of the saved value {_show(expected)}: tampered")
+    why = _check_href(url, attrs.get("href", ""), result_id, case_id)
+    if why:
+        fail(f"{label} {why}")
+    if results.changed(result_id, case_id):
+        fail(f"{label} is stale: {', '.join(results.changed(result_id, case_id))} changed")
 
 
 def _judge_claim(url, attrs, text, results: ResultSet, fail) -> ClaimRecord:

@@ -3,7 +3,11 @@
 Every number these pages show is either a claim (benchmarks tables, checked by
 the gate like any quote) or, on a result's own evidence page, an evidence value
 ``<span class="kp-value" data-result=... data-field=JSON-pointer data-unit=...>``
-that the gate checks against the saved JSON. Nothing here types a number.
+that the gate checks against the saved JSON. The Benchmarks pages also show
+the speed targets: each bar as a ``span.kp-target`` (a goal from
+:mod:`kernel_portfolio.bench.targets`, which the gate checks against it) and
+each miss as an ``a.kp-shortfall`` that the gate recomputes from the saved
+value. Nothing here types a number.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kernel_portfolio import charts
+from kernel_portfolio.bench import targets
 from kernel_portfolio.bench.suites import SUITES
 from kernel_portfolio.evidence.quote import Claim, case_anchor, format_value, make_claim
 
@@ -507,6 +512,7 @@ def benchmarks_page(gpu: str, results: list[tuple[str, dict, object]]) -> list[G
             f"Run of `{data.get('command', '')}` started {data.get('started_utc', '')} "
             f"([evidence](../evidence/{result_id}.md)).",
             "",
+            *_targets_section(result_id, data),
         ]
         for op in _ops(data):
             lines += [f"### {op}", ""]
@@ -569,6 +575,129 @@ def _benchmark_table(result_id: str, data: dict, op: str) -> str:
             )
             rows.append(row)
     return _table(headers, rows)
+
+
+def _target(text: str) -> str:
+    """A bar, marked as a target (a goal, not a measurement) for the gate."""
+    return f'<span class="kp-target">{_esc(text)}</span>'
+
+
+def _shortfall(result_id: str, data: dict, row: dict) -> str:
+    """By how much a row's value misses its bar: a link to the value's evidence.
+
+    The link carries what a claim carries, plus the bar, so the gate can
+    recompute the shortfall from the saved value.
+    """
+    baseline = row["baseline"] if row["stat"] == "speedup" else None
+    claim = make_claim(result_id, data, row["case"], row["stat"], "ours", baseline)
+    attrs = {
+        "class": "kp-shortfall",
+        "href": claim.href,
+        "data-result": result_id,
+        "data-case": row["case"],
+        "data-stat": row["stat"],
+        "data-impl": "ours",
+        **({"data-baseline": baseline} if baseline else {}),
+        "data-threshold": repr(row["threshold"]),
+    }
+    joined = " ".join(f'{k}="{_esc(v)}"' for k, v in attrs.items())
+    text = targets.shortfall_text(row["stat"], claim.value, row["threshold"])
+    return f"<a {joined}>{_esc(text)}</a>"
+
+
+def _target_cells(result_id: str, data: dict, row: dict, *, name_baseline: bool) -> list[str]:
+    """The value (a claim), bar, met and short-by cells of one target row.
+
+    With ``name_baseline``, a speed-up says which implementation it is over.
+    Why a value is missing goes in the met column: its words (a skip reason
+    may hold numbers) stay out of the columns whose headers name a unit.
+    """
+    baseline = row["baseline"] if row["stat"] == "speedup" else None
+    if row["value"] is None:
+        return ["—", _target(row["bar"]), f"no: {_esc(row['reason'])}", "—"]
+    value = _claim_or_dash(result_id, data, row["case"], row["stat"], "ours", baseline)
+    if baseline and name_baseline:
+        value += f" over {_esc(baseline)}"
+    short = "" if row["met"] else _shortfall(result_id, data, row)
+    return [value, _target(row["bar"]), "yes" if row["met"] else "no", short]
+
+
+def _tally(rows: list[dict]) -> str:
+    met = sum(row["met"] for row in rows)
+    return f"{met} met, {len(rows) - met} not met."
+
+
+def _targets_section(result_id: str, data: dict) -> list[str]:
+    """The speed targets (:mod:`kernel_portfolio.bench.targets`) against one result.
+
+    Two tables: the named targets, one row per target and case, and the
+    every-shape bar, one row per case; each with a count of met and not met.
+    """
+    rows = targets.evaluate(data)
+    named = [r for r in rows if r["target"] != targets.EVERY_SHAPE]
+    every = [r for r in rows if r["target"] == targets.EVERY_SHAPE]
+    lines = [
+        "### Speed targets",
+        "",
+        "The project's speed targets (`kernel_portfolio.bench.targets`) against this run. "
+        "Each value is a claim; each bar is a target, not a measurement (% of copy is the "
+        "share of the copy bandwidth measured in the same run); a value under its bar says "
+        "by how much, in the bar's unit, and links to the evidence it is computed from.",
+        "",
+    ]
+    if named:
+        lines += [
+            f"Named targets, per case: {_tally(named)}",
+            "",
+            _table(
+                ["target", "case", "% of copy or speed-up", "bar", "met", "short by (points or ×)"],
+                (
+                    [
+                        _esc(row["target"]),
+                        f"<code>{_esc(row['case'])}</code>",
+                        *_target_cells(result_id, data, row, name_baseline=True),
+                    ]
+                    for row in named
+                ),
+            ),
+            "",
+        ]
+    absent = [t.name for t in targets.TARGETS if t.name not in {r["target"] for r in named}]
+    if absent:
+        lines += ["No case of this run falls under: " + "; ".join(absent) + ".", ""]
+    if every:
+        lines += [
+            "Every shape: ours against the fastest of torch, compile and Liger-Kernel in the "
+            "same case, with the bar "
+            + _target(targets.bar_text("speedup", targets.EVERY_SHAPE_BAR, targets.BEST))
+            + ", lowered to "
+            + _target(targets.bar_text("speedup", targets.NEAR_ROOF_BAR, targets.BEST))
+            + f" where that baseline already runs at {_target(targets.NEAR_ROOF_TEXT)} "
+            f"(GEMM is held to its targets against cuBLAS instead): {_tally(every)}",
+            "",
+            _table(
+                [
+                    "case",
+                    "best baseline",
+                    "its % of copy",
+                    "ours: speed-up over it",
+                    "bar",
+                    "met",
+                    "short by (×)",
+                ],
+                (
+                    [
+                        f"<code>{_esc(row['case'])}</code>",
+                        _esc(row["baseline"]),
+                        _claim_or_dash(result_id, data, row["case"], "pct_copy", row["baseline"]),
+                        *_target_cells(result_id, data, row, name_baseline=False),
+                    ]
+                    for row in every
+                ),
+            ),
+            "",
+        ]
+    return lines
 
 
 def on_benchmarks_page(data: dict) -> bool:
