@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -453,6 +456,22 @@ def test_cli_list_and_dry_run_need_no_gpu(no_gpu, capsys):
     assert main(["bench", "--dry-run", "--filter", "op=add"]) == 0
     out = capsys.readouterr().out
     assert "add/fwd/134217728/float16" in out and "softmax" not in out.split("estimated")[0]
+
+
+def test_cli_output_into_a_reader_that_stopped():
+    """``kp bench --list | head -1``: exit 0 and no traceback when the pipe is closed."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before kp writes anything
+    try:
+        kp = subprocess.run(
+            [sys.executable, "-m", "kernel_portfolio", "bench", "--list"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert kp.returncode == 0 and b"Traceback" not in kp.stderr, kp.stderr.decode()
 
 
 def test_cli_results_lists_current_and_stale(tmp_path, monkeypatch, capsys):

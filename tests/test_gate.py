@@ -95,6 +95,15 @@ def test_table_columns_with_a_unit_header():
     assert sorted(f.text for f in scan.figures) == ["1.80", "67.7"]
 
 
+def test_table_columns_naming_a_cost():
+    page = (
+        "<table><thead><tr><th>case</th><th>ours: peak memory</th><th>torch: host cost</th>"
+        "</tr></thead><tbody><tr><td>8x8</td><td>3.00 MiB</td><td>8.00</td></tr></tbody></table>"
+    )
+    scan = gate.scan_page("t/", page)
+    assert sorted(f.text for f in scan.figures) == ["3.00 MiB", "8.00"]
+
+
 def test_resources_from_other_hosts():
     page = (
         '<head><script src="https://cdn.example.org/mathjax.js"></script>'

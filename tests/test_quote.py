@@ -64,7 +64,11 @@ def test_time_picks_unit_after_rounding(us, text):
      # counts: whole values in full, never rounded to 3 digits or given decimals
      (7.0, "", "7"), (150, "compiles", "150 compiles"), (12345, "requests", "12345 requests"),
      (40.0, "registers/thread", "40 registers/thread"), (0, "bytes/thread", "0 bytes/thread"),
-     (2.5, "compiles", "2.50 compiles")],
+     (2.5, "compiles", "2.50 compiles"),
+     # sizes: bytes in full under 1 KiB, then binary prefixes with 3 significant digits
+     (0, "bytes", "0 B"), (512.0, "bytes", "512 B"), (1024, "bytes", "1.00 KiB"),
+     (1 << 20, "bytes", "1.00 MiB"), (12726272, "bytes", "12.1 MiB"),
+     (268435456, "bytes", "256 MiB"), (3 << 30, "bytes", "3.00 GiB")],
 )  # fmt: skip
 def test_format_value_by_unit(value, unit, text):
     assert format_value(value, unit) == text.replace(" ", SP)
@@ -76,6 +80,8 @@ def test_resolve_reads_saved_fields(data):
     assert resolve(data, SOFTMAX, "median_us") == (ours["median_ms"] * 1000.0, "us")
     assert resolve(data, SOFTMAX, "gbps") == (ours["gbps"], "GB/s")
     assert resolve(data, SOFTMAX, "pct_copy") == (ours["pct_copy"], "%")
+    assert resolve(data, SOFTMAX, "peak_mem_bytes") == (ours["peak_mem_bytes"], "bytes")
+    assert make_claim("fixture/smoke", data, SOFTMAX, "peak_mem_bytes").text == f"1.00{SP}MiB"
     ratio = next(r for r in case["ratios"] if r["baseline"] == "torch")
     assert resolve(data, SOFTMAX, "speedup", "ours", "torch") == (ratio["median"], "x")
     gemm = next(c for c in data["cases"] if c["id"] == MATMUL)
@@ -109,6 +115,17 @@ def test_resolve_extra_metric(data):
 def test_resolve_refuses(data, case, stat, impl, baseline, match):
     with pytest.raises(ValueError, match=match):
         resolve(data, case, stat, impl, baseline)
+
+
+def test_resolve_refuses_an_unrecorded_peak_memory(data):
+    data = {**data, "cases": [dict(c) for c in data["cases"]]}
+    case = next(c for c in data["cases"] if c["id"] == SOFTMAX)
+    case["impls"] = {**case["impls"], "ours": {**case["impls"]["ours"], "peak_mem_bytes": None}}
+    with pytest.raises(ValueError, match="no value for 'peak_mem_bytes'"):
+        resolve(data, SOFTMAX, "peak_mem_bytes")
+    assert (SOFTMAX, "ours", "peak_mem_bytes") not in {
+        (c.case_id, c.impl, c.stat) for c in quotables("fixture/smoke", data)
+    }
 
 
 def test_resolve_refuses_skipped_impl():
@@ -202,4 +219,5 @@ def test_quotables_cover_every_measured_value(data):
     assert (SOFTMAX, "ours", "median_us") in stats
     assert (SOFTMAX, "ours", "speedup") in stats
     assert (MATMUL, "ours", "tflops") in stats
+    assert (SOFTMAX, "torch", "peak_mem_bytes") in stats
     assert all(math.isfinite(c.value) and c.text for c in claims)

@@ -97,6 +97,66 @@ def test_shortfall_is_in_the_bar_unit_and_only_for_a_miss():
         targets.bar_text("tflops", 1.0)
 
 
+def _host(value):
+    return {"host_us": {"value": value, "unit": "us"}}
+
+
+def test_cost_targets_hold_ours_minus_the_baseline_to_at_most_the_bar():
+    torch_rec = {"status": "ok", "median_ms": 2.0, "peak_mem_bytes": 4096, "metrics": _host(8.0)}
+    liger_rec = {"status": "ok", "median_ms": 1.5, "peak_mem_bytes": 1024, "metrics": {}}
+    case = _case(
+        "rms_norm", "fwd", (512, 4096), "float16", 50.0, {"torch": 2.0, "liger": 1.5},
+        {"torch": torch_rec, "liger": liger_rec},
+    )  # fmt: skip
+    case["impls"]["ours"].update(peak_mem_bytes=2048, metrics=_host(23.0))
+    (host,) = _rows({"cases": [case]}, targets.HOST_COST)
+    assert host["baseline"] == "torch" and host["value"] == 15.0 and host["met"]  # 15 µs: met
+    assert host["bar"] == "within 15.0\u202fµs of torch" and host["reason"] is None
+    (memory,) = _rows({"cases": [case]}, targets.PEAK_MEMORY)
+    assert memory["baseline"] == "liger"  # the fastest baseline, not the leanest
+    assert memory["value"] == 1024 and not memory["met"]
+    assert memory["bar"] == "no more than the best baseline's"
+    # No row where ours or the baseline saved no such cost: neither met nor missed.
+    case["impls"]["torch"]["metrics"] = {}
+    case["impls"]["liger"]["peak_mem_bytes"] = None
+    assert _rows({"cases": [case]}, targets.HOST_COST) == []
+    assert _rows({"cases": [case]}, targets.PEAK_MEMORY) == []
+
+
+def test_cost_excess_is_in_the_cost_unit_and_only_for_a_miss():
+    assert targets.shortfall_text("metrics.host_us", 52.0, 15.0) == "37.0\u202fµs"
+    assert targets.shortfall_text("peak_mem_bytes", 2 << 20, 0.0) == "2.00\u202fMiB"
+    assert targets.shortfall_text("peak_mem_bytes", 512, 0.0) == "512\u202fB"
+    assert targets.meets("metrics.host_us", 15.0, 15.0) and not targets.meets("speedup", 0.9, 1.0)
+    with pytest.raises(ValueError, match="meets the bar"):
+        targets.shortfall_text("peak_mem_bytes", -4096, 0.0)
+    with pytest.raises(ValueError, match="baseline=None"):
+        targets.bar_text("metrics.host_us", 15.0)
+    for cost in targets.COST_TARGETS:
+        assert cost.stat in targets.AT_MOST and cost.threshold >= 0
+        assert targets.bar_text(cost.stat, cost.threshold, cost.baseline) in targets.target_texts()
+
+
+def test_a_bar_is_a_bar_only_against_its_baseline():
+    assert targets.is_bar("metrics.host_us", 15.0, "torch")
+    assert not targets.is_bar("metrics.host_us", 15.0, "liger")
+    assert targets.is_bar("peak_mem_bytes", 0.0, "compile")  # best: any of the baselines
+    assert not targets.is_bar("peak_mem_bytes", 0.0, "cublas")
+    assert not targets.is_bar("peak_mem_bytes", 0.0, None)
+    assert targets.is_bar("pct_copy", 90.0) and not targets.is_bar("pct_copy", 90.0, "torch")
+
+
+def test_cost_in_another_unit_is_refused():
+    ours = {"status": "ok", "median_ms": 1.0, "metrics": {"host_us": {"value": 1.0, "unit": "ms"}}}
+    theirs = {"status": "ok", "median_ms": 1.0, "metrics": _host(8.0)}
+    case = _case("add", "fwd", (65536,), "float16", 1.0, {}, {"torch": theirs})
+    case["impls"]["ours"] = ours
+    with pytest.raises(ValueError, match="not 'us'"):
+        targets.target_value({"cases": [case]}, case["id"], "metrics.host_us", "torch")
+    with pytest.raises(ValueError, match="baseline= is missing"):
+        targets.target_value({"cases": [case]}, case["id"], "metrics.host_us")
+
+
 # ------------------------------------------------ the Benchmarks page and the gate
 
 RESULT_ID = "fixture/default"
@@ -104,6 +164,10 @@ SOFTMAX_MET = "softmax/fwd/8192x8192/float16"  # ours at 91 % of copy: bar 90 %,
 SOFTMAX_MISS = "softmax/fwd/32768x8192/float16"  # ours at 88 %: misses by 2.0 points
 GEMM_MISS = "matmul/fwd/4096x4096x4096/bfloat16"  # ours at 0.95 of cuBLAS: misses by 0.05
 RMS_FAILED = "rms_norm/fwd/8192x8192/bfloat16"  # ours failed: not met, with the reason
+# Costs per call against torch: (ours' host_us, torch's, ours' peak memory, torch's).
+# SOFTMAX_MET: 12 µs over torch's host cost (bar 15 µs, met), the same peak memory (met);
+# SOFTMAX_MISS: 52 µs over (37.0 µs over the bar), 2 MiB more peak memory than torch.
+COSTS = {SOFTMAX_MET: (20.0, 8.0, 1 << 20, 1 << 20), SOFTMAX_MISS: (60.0, 8.0, 3 << 20, 1 << 20)}
 
 
 def _known_result(tmp_path: Path) -> Path:
@@ -112,8 +176,9 @@ def _known_result(tmp_path: Path) -> Path:
     copy_gbps = data["copy_bandwidth"]["gbps"]
     visits, samples = data["timing"]["visits"], data["timing"]["samples_per_visit"]
 
-    def timed(ms: float) -> ImplOutcome:
-        return ImplOutcome("ok", None, 1e-4, [[ms] * samples] * visits, 1 << 20)
+    def timed(ms: float, peak: int = 1 << 20, host_us: float | None = None) -> ImplOutcome:
+        metrics = {} if host_us is None else {"host_us": {"value": host_us, "unit": "us"}}
+        return ImplOutcome("ok", None, 1e-4, [[ms] * samples] * visits, peak, metrics)
 
     def at_pct(case: Case, pct: float) -> float:
         return case.bytes / (pct / 100.0 * copy_gbps * 1e6)
@@ -123,7 +188,9 @@ def _known_result(tmp_path: Path) -> Path:
         op, mode, shape, dtype = case_id.split("/")
         case = Case(op, mode, tuple(map(int, shape.split("x"))), dtype, "events", ("ours", "torch"))
         ours_ms = at_pct(case, pct)
-        cases.append(({"ours": timed(ours_ms), "torch": timed(2 * ours_ms)}, case))
+        host, torch_host, peak, torch_peak = COSTS[case_id]
+        ours, torch_ = timed(ours_ms, peak, host), timed(2 * ours_ms, torch_peak, torch_host)
+        cases.append(({"ours": ours, "torch": torch_}, case))
     gemm = Case("matmul", "fwd", (4096, 4096, 4096), "bfloat16", "events", ("ours", "cublas"))
     cases.append(({"ours": timed(0.2), "cublas": timed(0.19)}, gemm))
     rms = Case("rms_norm", "fwd", (8192, 8192), "bfloat16", "events", ("ours", "torch"))
@@ -185,10 +252,34 @@ def test_page_shows_each_target_with_claims_bars_and_misses(known):
     failed = _row(section, RMS_FAILED, "RMSNorm forward")
     assert "<td>no: ours failed: rel_error 0.5 &gt; 0.016</td><td>—</td>" in failed
     assert "Named targets, per case: 1 met, 3 not met." in section
-    every = _row(section, SOFTMAX_MISS, "<td>torch</td>")  # ours is twice torch's speed
+    every = _row(section, SOFTMAX_MISS, "best baseline</span>")  # ours is twice torch's speed
     assert '<span class="kp-target">≥ 1.00× best baseline</span>' in every
     assert "Every shape" in section and ": 2 met, 1 not met." in section
     assert "falls under: add at 256 MiB per operand; row sum, large; " in section
+    assert _judge(section, root) == []
+
+
+def test_page_shows_each_cost_with_both_claims_the_bar_and_the_excess(known):
+    root, section = known
+    assert section.count(": 1 met, 1 not met.") == 2  # host cost, peak memory
+    host_met = _row(section, SOFTMAX_MET, "host_us")
+    claims = re.findall(
+        r'data-stat="metrics\.host_us" data-impl="(\w+)"[^>]*>([^<]+)</a>', host_met
+    )
+    assert claims == [("ours", "20.0\u202fµs"), ("torch", "8.00\u202fµs")]
+    assert '<span class="kp-target">within 15.0\u202fµs of torch</span>' in host_met
+    assert "<td>yes</td><td></td>" in host_met
+    host_miss = _row(section, SOFTMAX_MISS, "host_us")
+    excess = (
+        r'<a class="kp-shortfall"[^>]*data-stat="metrics\.host_us" data-impl="ours" '
+        r'data-baseline="torch" data-threshold="15\.0">37\.0\u202fµs</a>'
+    )
+    assert re.search(excess, host_miss)
+    memory = _row(section, SOFTMAX_MISS, "peak_mem_bytes")
+    assert "<td>torch</td>" in memory and ">3.00\u202fMiB</a>" in memory
+    assert "no more than the best baseline&#x27;s</span>" in memory
+    assert re.search(r'data-threshold="0\.0">2\.00\u202fMiB</a></td>', memory)
+    assert "<th>its peak memory</th>" in section and "<th>torch: host cost</th>" in section
     assert _judge(section, root) == []
 
 
@@ -212,6 +303,29 @@ def test_page_shows_each_target_with_claims_bars_and_misses(known):
         # a shortfall typed without its markup
         (r'<a class="kp-shortfall"[^>]*>2\.0 points</a>', "2.0 points",
          "hand-typed table figure '2.0 points'"),
+        # costs typed instead of quoted: a time, and a size under a "peak memory" header
+        (r'<a class="kp-claim"[^>]*>60\.0\u202fµs</a>', "60.0\u202fµs",
+         "hand-typed time figure '60.0 µs'"),
+        (r'<a class="kp-claim"[^>]*>3\.00\u202fMiB</a>', "3.00\u202fMiB",
+         "hand-typed table figure '3.00 MiB'"),
+        # a tampered peak memory claim, by its text and by its value
+        (r">3\.00\u202fMiB</a>", ">2.00\u202fMiB</a>", "tampered"),
+        (r'data-value="3145728\.0"', 'data-value="2097152.0"', "tampered"),
+        # cost bars that are not targets
+        (r"within 15\.0\u202fµs of torch</span>", "within 60.0\u202fµs of torch</span>",
+         "target 'within 60.0 µs of torch' is not a bar"),
+        (r"no more than the best baseline&#x27;s</span>",
+         "no more than twice the best baseline&#x27;s</span>", "is not a bar"),
+        # edited excesses, one against a bar no target sets, one against another baseline
+        (r">37\.0\u202fµs</a>", ">30.0\u202fµs</a>", "tampered"),
+        (r">2\.00\u202fMiB</a></td>", ">1.00\u202fMiB</a></td>", "tampered"),
+        (r'data-threshold="15.0">37\.0', 'data-threshold="45.0">7.00',
+         "not measured against a bar"),
+        (r'data-baseline="torch" (data-threshold="15.0")', r'data-baseline="liger" \1',
+         "not measured against a bar"),
+        # an excess typed without its markup
+        (r'<a class="kp-shortfall"[^>]*>2\.00\u202fMiB</a>', "2.00\u202fMiB",
+         "hand-typed table figure '2.00 MiB'"),
     ],
 )  # fmt: skip
 def test_gate_rejects_broken_target_rows(known, old, new, complaint):

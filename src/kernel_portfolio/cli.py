@@ -8,6 +8,7 @@ wrong path, no GPU) prints one line and exits with code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -43,3 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kp: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader stopped early (`kp bench --list | head`): not an error. Point
+        # stdout at /dev/null so Python's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,11 +1,14 @@
-"""Speed targets, as data, and their evaluation against saved results.
+"""Speed and cost targets, as data, and their evaluation against saved results.
 
 The targets are the project's bar on the H200 (see the Benchmarks page): a
 share of the copy bandwidth measured in the same run for memory-bound
 kernels, a speed-up against cuBLAS for GEMM, and a speed-up against the best
-baseline at every shape. They live here, beside the suites, so the
-Benchmarks page can say for each one whether the committed results meet it
-and by how much they miss; timed tests never assert speed.
+baseline at every shape (higher is better: at least the bar); and two costs
+per call, the eager host cost against torch's and the peak device memory
+against the best baseline's (lower is better: ours' minus the baseline's, at
+most the bar). They live here, beside the suites, so the Benchmarks page can
+say for each one whether the committed results meet it and by how much they
+miss; timed tests never assert speed.
 
 A bar is a target, not a measurement: pages show it in the words of
 :func:`bar_text`, which the evidence gate accepts only when it is one of
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_portfolio.evidence.quote import format_value
+from kernel_portfolio.evidence.quote import format_value, resolve
 
 _ROW_LARGE = ("8192x8192", "32768x8192", "32768x1024", "16384x4104")
 _HALF = ("float16", "bfloat16")
@@ -32,6 +35,9 @@ EVERY_SHAPE = "every shape: best baseline"
 BEST = "best"
 #: The baselines the every-shape bar and ``BEST`` choose from.
 BASELINES = ("torch", "compile", "liger")
+#: Statistics held to at most a bar (lower is better), with the unit of their values: a
+#: target's value is ours' minus the baseline's in the same case.
+AT_MOST = {"metrics.host_us": "us", "peak_mem_bytes": "bytes"}
 
 
 @dataclass(frozen=True)
@@ -101,19 +107,50 @@ TARGETS: tuple[Target, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class CostTarget:
+    """A cost per call, lower is better, held against a baseline in every case that saves it.
+
+    Attributes:
+        name: What the target is about, in words.
+        stat: A quotable statistic of one implementation, a key of :data:`AT_MOST`.
+        threshold: The bar: ours' value minus the baseline's is at most this,
+            in the unit :data:`AT_MOST` gives.
+        baseline: An implementation name, or :data:`BEST` for the fastest of
+            torch, compile and liger in the same case.
+    """
+
+    name: str
+    stat: str
+    threshold: float
+    baseline: str
+
+
+#: Target name of the host-cost rows of :func:`evaluate`.
+HOST_COST = "host cost per call"
+#: Target name of the peak-memory rows of :func:`evaluate`.
+PEAK_MEMORY = "peak memory per call"
+COST_TARGETS: tuple[CostTarget, ...] = (
+    CostTarget(HOST_COST, "metrics.host_us", 15.0, "torch"),
+    CostTarget(PEAK_MEMORY, "peak_mem_bytes", 0.0, BEST),
+)
+
+
 def bar_text(stat: str, threshold: float, baseline: str | None = None) -> str:
     """A bar in the words pages show it in.
 
     Args:
-        stat: ``"pct_copy"`` or ``"speedup"``.
+        stat: ``"pct_copy"``, ``"speedup"`` or a statistic of :data:`AT_MOST`.
         threshold: The bar's value.
-        baseline: For ``"speedup"``: the implementation, or :data:`BEST`.
+        baseline: For ``"speedup"`` and :data:`AT_MOST`: the implementation,
+            or :data:`BEST`.
 
     Returns:
-        ``"≥ 90.0% of copy"``, ``"≥ 1.00× cublas"``, ``"≥ 3.00× best baseline"``.
+        ``"≥ 90.0% of copy"``, ``"≥ 1.00× cublas"``, ``"≥ 3.00× best baseline"``,
+        ``"within 15.0 µs of torch"``, ``"no more than the best baseline's"``.
 
     Raises:
-        ValueError: an unknown statistic, or a speed-up without a baseline.
+        ValueError: an unknown statistic, or a comparison without a baseline.
     """
     if stat == "pct_copy":
         return f"≥ {format_value(threshold, '%')} of copy"
@@ -121,6 +158,11 @@ def bar_text(stat: str, threshold: float, baseline: str | None = None) -> str:
         return f"≥ {format_value(threshold, 'x')} " + (
             "best baseline" if baseline == BEST else baseline
         )
+    if stat in AT_MOST and baseline:
+        who = "the best baseline" if baseline == BEST else baseline
+        if threshold == 0:
+            return f"no more than {who}'s"
+        return f"within {format_value(threshold, AT_MOST[stat])} of {who}"
     raise ValueError(f"no bar for stat={stat!r} with baseline={baseline!r}")
 
 
@@ -131,7 +173,7 @@ NEAR_ROOF_TEXT = f"> {format_value(NEAR_ROOF_PCT, '%')} of copy"
 def bars() -> frozenset[tuple[str, float, str | None]]:
     """Every bar: ``(stat, threshold, baseline)`` of each target and of the every-shape bar."""
     return frozenset(
-        {(t.stat, t.threshold, t.baseline) for t in TARGETS}
+        {(t.stat, t.threshold, t.baseline) for t in TARGETS + COST_TARGETS}
         | {("speedup", bar, BEST) for bar in (EVERY_SHAPE_BAR, NEAR_ROOF_BAR)}
     )
 
@@ -141,28 +183,76 @@ def target_texts() -> frozenset[str]:
     return frozenset({bar_text(*bar) for bar in bars()} | {NEAR_ROOF_TEXT})
 
 
-def is_bar(stat: str, threshold: float) -> bool:
-    """Whether some target (or the every-shape bar) sets ``threshold`` on ``stat``."""
-    return any(s == stat and t == threshold for s, t, _ in bars())
+def is_bar(stat: str, threshold: float, baseline: str | None = None) -> bool:
+    """Whether some target (or the every-shape bar) sets ``threshold`` on ``stat``.
+
+    The bar must be against ``baseline`` too: ``None`` for a share of copy
+    bandwidth; a bar against :data:`BEST` holds against any of :data:`BASELINES`.
+    """
+    return any(
+        s == stat and t == threshold and (b == baseline or (b == BEST and baseline in BASELINES))
+        for s, t, b in bars()
+    )
+
+
+def meets(stat: str, value: float, threshold: float) -> bool:
+    """Whether a value meets a bar: at most it for :data:`AT_MOST`, else at least it."""
+    return value <= threshold if stat in AT_MOST else value >= threshold
+
+
+def target_value(
+    data: dict, case_id: str, stat: str, baseline: str | None = None, impl: str = "ours"
+) -> float:
+    """The value a target holds to its bar, from a result's saved values.
+
+    Args:
+        data: A result's data.
+        case_id: Case id.
+        stat: ``"pct_copy"`` (``impl``'s share of copy bandwidth),
+            ``"speedup"`` (the saved ratio ``impl`` over ``baseline``) or a
+            statistic of :data:`AT_MOST` (``impl``'s value minus ``baseline``'s).
+        baseline: The implementation compared with (never :data:`BEST`: the one it chose).
+        impl: The implementation held to the bar.
+
+    Raises:
+        ValueError: a value that is not saved, or a saved value in another unit.
+    """
+    if stat not in AT_MOST:
+        return resolve(data, case_id, stat, impl, baseline)[0]
+    if baseline is None:
+        raise ValueError(f"stat {stat!r} is held against a baseline: baseline= is missing")
+    (ours, ours_unit), (theirs, their_unit) = (
+        resolve(data, case_id, stat, name) for name in (impl, baseline)
+    )
+    if {ours_unit, their_unit} != {AT_MOST[stat]}:
+        raise ValueError(
+            f"{stat!r} of case {case_id!r} is saved in {ours_unit!r} and {their_unit!r},"
+            f" not {AT_MOST[stat]!r}"
+        )
+    return ours - theirs
 
 
 def shortfall_text(stat: str, value: float, threshold: float) -> str:
-    """How far a saved value falls short of a bar, in the bar's unit.
+    """How far a saved value misses a bar, in the bar's unit.
 
     Args:
-        stat: ``"pct_copy"`` or ``"speedup"``.
-        value: The saved value (a claim's value).
+        stat: ``"pct_copy"``, ``"speedup"`` or a statistic of :data:`AT_MOST`.
+        value: The value held to the bar (:func:`target_value`).
         threshold: The bar.
 
     Returns:
-        ``"2.7 points"`` (of copy bandwidth) or ``"0.07×"``; a gap that rounds
-        to zero reads ``"< 0.1 points"`` or ``"< 0.01×"``.
+        ``"2.7 points"`` (of copy bandwidth) or ``"0.07×"`` short of an
+        at-least bar, where a gap that rounds to zero reads ``"< 0.1 points"``
+        or ``"< 0.01×"``; the excess over an at-most bar in the statistic's
+        unit (``"43.2 µs"``, ``"4.00 MiB"``).
 
     Raises:
         ValueError: the value meets the bar, or an unknown statistic.
     """
-    if value >= threshold:
-        raise ValueError(f"{value!r} meets the bar {threshold!r}: it falls short of nothing")
+    if meets(stat, value, threshold):
+        raise ValueError(f"{value!r} meets the bar {threshold!r}: it misses by nothing")
+    if stat in AT_MOST:
+        return format_value(value - threshold, AT_MOST[stat])
     if stat == "pct_copy":
         shown = f"{threshold - value:.1f}"
         return f"{shown} points" if float(shown) else "< 0.1 points"
@@ -225,7 +315,10 @@ def evaluate(data: dict) -> list[dict]:
         least as fast as the best of torch, compile and Liger-Kernel; 0.97 of
         it where that baseline is already above 90% of copy bandwidth") adds
         one row per case that has a timed baseline among those; GEMM has its
-        own targets against cuBLAS instead.
+        own targets against cuBLAS instead. Each cost target
+        (:data:`COST_TARGETS`) adds one row per case where ours and its
+        baseline (the fastest of torch, compile and liger for :data:`BEST`)
+        both saved the statistic: no row says why a cost was not measured.
     """
     rows = []
     for case in data["cases"]:
@@ -258,10 +351,20 @@ def evaluate(data: dict) -> list[dict]:
             every = Target(EVERY_SHAPE, case["op"], case["mode"], (), "speedup", bar, BEST)
             reason = _not_run(case, "ours") or f"no ratio ours/{name} saved"
             rows.append(_row(every, case, name, _ratio(case, name), reason))
+        for cost in COST_TARGETS:
+            baseline = cost.baseline
+            if baseline == BEST:
+                best = _best_baseline(case)
+                baseline = best[0] if best else None
+            try:
+                value = target_value(data, case["id"], cost.stat, baseline)
+            except ValueError:
+                continue  # a cost not saved for ours or the baseline has no row
+            rows.append(_row(cost, case, baseline, value, None))
     return rows
 
 
-def _row(target: Target, case: dict, baseline, value, reason) -> dict:
+def _row(target: Target | CostTarget, case: dict, baseline, value, reason) -> dict:
     return {
         "target": target.name,
         "case": case["id"],
@@ -270,6 +373,6 @@ def _row(target: Target, case: dict, baseline, value, reason) -> dict:
         "threshold": target.threshold,
         "bar": bar_text(target.stat, target.threshold, target.baseline),
         "value": value,
-        "met": value is not None and value >= target.threshold,
+        "met": value is not None and meets(target.stat, value, target.threshold),
         "reason": None if value is not None else reason,
     }

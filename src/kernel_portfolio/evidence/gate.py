@@ -8,7 +8,8 @@ notebooks, API pages, generated pages) and fails on:
   FLOP/s), a speed-up (``1.8x``, ``1.8×``, "1.8 times faster", "a speed-up of
   1.8"), a percentage next to a bandwidth or baseline word ("91% of copy
   bandwidth", "80% of cuBLAS"), or any number in a table column whose header
-  carries such a unit. Code blocks are scanned too: a hand-typed timing in a
+  carries such a unit or names a measured cost ("host cost", "peak memory").
+  Code blocks are scanned too: a hand-typed timing in a
   code block is still a hand-typed timing. Navigation menus are skipped
   because they repeat titles that are scanned on their own pages;
 * a **claim** (``a.kp-claim``) that names a missing result, case or
@@ -30,9 +31,10 @@ notebooks, API pages, generated pages) and fails on:
   is a goal, not a measurement) whose text is not one of the bars of
   :mod:`kernel_portfolio.bench.targets` (:func:`~kernel_portfolio.bench.targets.target_texts`),
   or a **shortfall** (``a.kp-shortfall``: how far a quoted value falls short of
-  a bar, "2.7 points") that does not name a bar, or whose text differs from
-  the shortfall recomputed from the saved value it names like a claim
-  (checked, linked and judged stale like one);
+  a bar, "2.7 points", or how far a cost exceeds one, "43.2 µs") that does not
+  name a bar and its baseline, or whose text differs from the shortfall
+  recomputed from the saved values it names like a claim (checked, linked and
+  judged stale like one);
 * a results file that does not validate (edited values or hashes);
 * a resource loaded from another host (script, stylesheet, image, frame,
   ``import()`` or ``url()``): the site must work offline;
@@ -96,7 +98,9 @@ _PERCENT_CONTEXT = re.compile(
     re.I,
 )
 _UNIT_HEADER = re.compile(
-    r"µs|μs|\b(?:us|ms|ns|s)\b|seconds|\btime\b|B/s|FLOP|%|speed-?up|×|\btimes\b", re.I
+    r"µs|μs|\b(?:us|ms|ns|s)\b|seconds|\btime\b|B/s|FLOP|%|speed-?up|×|\btimes\b"
+    r"|\bhost cost\b|\bpeak memory\b",
+    re.I,
 )
 INLINE = frozenset((
     "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "i", "kbd", "mark",
@@ -694,7 +698,7 @@ def _judge_target(url, attrs, text, results: ResultSet, fail) -> None:
         threshold = float(attrs.get("data-threshold", "nan"))
     except ValueError:
         threshold = math.nan
-    if not targets.is_bar(stat, threshold):
+    if not targets.is_bar(stat, threshold, baseline):
         fail(f"{label} is not measured against a bar of kernel_portfolio.bench.targets")
         return
     result = results.get(result_id) if result_id else None
@@ -702,7 +706,7 @@ def _judge_target(url, attrs, text, results: ResultSet, fail) -> None:
         fail(f"{label} names a result that cannot be used: {results.error(result_id)}")
         return
     try:
-        value = make_claim(result_id, result.data, case_id, stat, impl, baseline).value
+        value = targets.target_value(result.data, case_id, stat, baseline, impl)
         expected = targets.shortfall_text(stat, value, threshold)
     except (ValueError, TypeError, KeyError) as err:
         fail(f"{label} cannot be backed: {err}")

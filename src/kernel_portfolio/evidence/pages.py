@@ -4,10 +4,10 @@ Every number these pages show is either a claim (benchmarks tables, checked by
 the gate like any quote) or, on a result's own evidence page, an evidence value
 ``<span class="kp-value" data-result=... data-field=JSON-pointer data-unit=...>``
 that the gate checks against the saved JSON. The Benchmarks pages also show
-the speed targets: each bar as a ``span.kp-target`` (a goal from
+the speed and cost targets: each bar as a ``span.kp-target`` (a goal from
 :mod:`kernel_portfolio.bench.targets`, which the gate checks against it) and
 each miss as an ``a.kp-shortfall`` that the gate recomputes from the saved
-value. Nothing here types a number.
+values. Nothing here types a number.
 """
 
 from __future__ import annotations
@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from kernel_portfolio import charts
 from kernel_portfolio.bench import targets
 from kernel_portfolio.bench.suites import SUITES
-from kernel_portfolio.evidence.quote import Claim, case_anchor, format_value, make_claim
+from kernel_portfolio.evidence.quote import (
+    PLACEHOLDER,
+    Claim,
+    case_anchor,
+    format_value,
+    make_claim,
+)
 
 #: Implementations in the order tables list them.
 IMPL_ORDER = ("ours", "torch", "compile", "liger", "cublas")
@@ -582,17 +588,17 @@ def _target(text: str) -> str:
     return f'<span class="kp-target">{_esc(text)}</span>'
 
 
-def _shortfall(result_id: str, data: dict, row: dict) -> str:
-    """By how much a row's value misses its bar: a link to the value's evidence.
+def _shortfall(result_id: str, row: dict) -> str:
+    """By how much a row's value misses its bar: a link to the case's evidence.
 
     The link carries what a claim carries, plus the bar, so the gate can
-    recompute the shortfall from the saved value.
+    recompute the shortfall from the saved values
+    (:func:`kernel_portfolio.bench.targets.target_value`).
     """
-    baseline = row["baseline"] if row["stat"] == "speedup" else None
-    claim = make_claim(result_id, data, row["case"], row["stat"], "ours", baseline)
+    baseline = None if row["stat"] == "pct_copy" else row["baseline"]
     attrs = {
         "class": "kp-shortfall",
-        "href": claim.href,
+        "href": f"{PLACEHOLDER}{result_id}#{case_anchor(row['case'])}",
         "data-result": result_id,
         "data-case": row["case"],
         "data-stat": row["stat"],
@@ -601,7 +607,7 @@ def _shortfall(result_id: str, data: dict, row: dict) -> str:
         "data-threshold": repr(row["threshold"]),
     }
     joined = " ".join(f'{k}="{_esc(v)}"' for k, v in attrs.items())
-    text = targets.shortfall_text(row["stat"], claim.value, row["threshold"])
+    text = targets.shortfall_text(row["stat"], row["value"], row["threshold"])
     return f"<a {joined}>{_esc(text)}</a>"
 
 
@@ -618,8 +624,59 @@ def _target_cells(result_id: str, data: dict, row: dict, *, name_baseline: bool)
     value = _claim_or_dash(result_id, data, row["case"], row["stat"], "ours", baseline)
     if baseline and name_baseline:
         value += f" over {_esc(baseline)}"
-    short = "" if row["met"] else _shortfall(result_id, data, row)
+    short = "" if row["met"] else _shortfall(result_id, row)
     return [value, _target(row["bar"]), "yes" if row["met"] else "no", short]
+
+
+#: Per cost target: what it costs, in the words of the table headers (each names
+#: a measured cost, so the gate holds every number in those columns to a claim),
+#: and how the page introduces it.
+_COSTS = {
+    targets.HOST_COST: (
+        "host cost",
+        "Host cost per call: the eager time one call spends in Python and the launch path "
+        "(the metric `host_us`, saved for the cases timed with CUDA graphs), ours against "
+        "torch's in the same case, with the bar",
+    ),
+    targets.PEAK_MEMORY: (
+        "peak memory",
+        "Peak memory per call: the device memory one call allocates above what was allocated "
+        "before it, ours against that of the fastest of torch, compile and Liger-Kernel in "
+        "the same case, with the bar",
+    ),
+}
+
+
+def _cost_table(
+    result_id: str, data: dict, cost: targets.CostTarget, rows: list[dict]
+) -> list[str]:
+    """The rows of one cost target: both saved costs (claims), the bar, met, the excess."""
+    what, intro = _COSTS[cost.name]
+    best = cost.baseline == targets.BEST
+    headers = ["case", *(["best baseline"] if best else [])]
+    headers += [f"ours: {what}", f"its {what}" if best else f"{cost.baseline}: {what}"]
+    headers += ["bar", "met", f"{what}: over the bar by"]
+    bar = targets.bar_text(cost.stat, cost.threshold, cost.baseline)
+    return [
+        f"{intro} {_target(bar)}: {_tally(rows)}",
+        "",
+        _table(
+            headers,
+            (
+                [
+                    f"<code>{_esc(row['case'])}</code>",
+                    *([_esc(row["baseline"])] if best else []),
+                    _claim_or_dash(result_id, data, row["case"], row["stat"], "ours"),
+                    _claim_or_dash(result_id, data, row["case"], row["stat"], row["baseline"]),
+                    _target(row["bar"]),
+                    "yes" if row["met"] else "no",
+                    "" if row["met"] else _shortfall(result_id, row),
+                ]
+                for row in rows
+            ),
+        ),
+        "",
+    ]
 
 
 def _tally(rows: list[dict]) -> str:
@@ -630,11 +687,13 @@ def _tally(rows: list[dict]) -> str:
 def _targets_section(result_id: str, data: dict) -> list[str]:
     """The speed targets (:mod:`kernel_portfolio.bench.targets`) against one result.
 
-    Two tables: the named targets, one row per target and case, and the
-    every-shape bar, one row per case; each with a count of met and not met.
+    Tables for the named targets, one row per target and case, for the
+    every-shape bar, one row per case, and for each cost target, one row per
+    case that saves the cost; each with a count of met and not met.
     """
     rows = targets.evaluate(data)
-    named = [r for r in rows if r["target"] != targets.EVERY_SHAPE]
+    names = {t.name for t in targets.TARGETS}
+    named = [r for r in rows if r["target"] in names]
     every = [r for r in rows if r["target"] == targets.EVERY_SHAPE]
     lines = [
         "### Speed targets",
@@ -642,7 +701,9 @@ def _targets_section(result_id: str, data: dict) -> list[str]:
         "The project's speed targets (`kernel_portfolio.bench.targets`) against this run. "
         "Each value is a claim; each bar is a target, not a measurement (% of copy is the "
         "share of the copy bandwidth measured in the same run); a value under its bar says "
-        "by how much, in the bar's unit, and links to the evidence it is computed from.",
+        "by how much, in the bar's unit, and links to the evidence it is computed from. "
+        "The costs per call below are held to at most their bar: ours' cost minus the "
+        "baseline's, and a cost over its bar says by how much.",
         "",
     ]
     if named:
@@ -662,7 +723,8 @@ def _targets_section(result_id: str, data: dict) -> list[str]:
             ),
             "",
         ]
-    absent = [t.name for t in targets.TARGETS if t.name not in {r["target"] for r in named}]
+    found = {r["target"] for r in rows}
+    absent = [t.name for t in targets.TARGETS + targets.COST_TARGETS if t.name not in found]
     if absent:
         lines += ["No case of this run falls under: " + "; ".join(absent) + ".", ""]
     if every:
@@ -697,6 +759,10 @@ def _targets_section(result_id: str, data: dict) -> list[str]:
             ),
             "",
         ]
+    for cost in targets.COST_TARGETS:
+        cost_rows = [r for r in rows if r["target"] == cost.name]
+        if cost_rows:
+            lines += _cost_table(result_id, data, cost, cost_rows)
     return lines
 
 

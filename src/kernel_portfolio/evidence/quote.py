@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: Statistics of one implementation of one case.
-IMPL_STATS = ("median_us", "gbps", "pct_copy", "tflops")
+IMPL_STATS = ("median_us", "gbps", "pct_copy", "tflops", "peak_mem_bytes")
 #: Statistics of one implementation against a baseline in the same run.
 RATIO_STATS = ("speedup", "pct_cublas")
 #: Every quotable statistic; ``metrics.<name>`` quotes an extra metric too.
@@ -171,6 +171,16 @@ def format_time_us(us: float) -> str:
     return f"{significant(us / 1e6)}{_SP}s"
 
 
+def format_bytes(nbytes: float) -> str:
+    """A size in bytes: in full under 1 KiB, else in KiB, MiB or GiB with 3 significant digits."""
+    if abs(nbytes) < 1024:
+        return f"{nbytes:.0f}{_SP}B"
+    for scale, unit in ((1 << 10, "KiB"), (1 << 20, "MiB")):
+        if abs(nbytes) < 1024 * scale:
+            return f"{significant(nbytes / scale)}{_SP}{unit}"
+    return f"{significant(nbytes / (1 << 30))}{_SP}GiB"
+
+
 def format_value(value: float, unit: str) -> str:
     """Format a saved value for display according to its unit.
 
@@ -178,7 +188,8 @@ def format_value(value: float, unit: str) -> str:
         value: The saved number.
         unit: ``"us"`` (any duration is converted to microseconds first),
             ``"GB/s"`` (integer), ``"%"`` (one decimal), ``"x"`` (a ratio, two
-            decimals and ``×``), ``"TFLOP/s"`` (3 significant digits), or any
+            decimals and ``×``), ``"TFLOP/s"`` (3 significant digits),
+            ``"bytes"`` (a size, see :func:`format_bytes`), or any
             other unit, a count's (``compiles``, ``requests``,
             ``registers/thread``): a whole value in full (``150 compiles``),
             any other with 3 significant digits; then the unit.
@@ -188,6 +199,8 @@ def format_value(value: float, unit: str) -> str:
     """
     if unit in _TIME_SCALE_US:
         return format_time_us(value * _TIME_SCALE_US[unit])
+    if unit == "bytes":
+        return format_bytes(value)
     if unit == "GB/s":
         return f"{round(value):d}{_SP}GB/s"
     if unit == "%":
@@ -208,6 +221,7 @@ STAT_UNITS = {
     "tflops": "TFLOP/s",
     "speedup": "x",
     "pct_cublas": "%",
+    "peak_mem_bytes": "bytes",
 }
 
 
@@ -247,7 +261,8 @@ def resolve(
 ) -> tuple[float, str]:
     """The saved value of one statistic and the unit it is formatted with.
 
-    ``median_us`` is the implementation's ``median_ms`` times 1000; ``speedup``
+    ``median_us`` is the implementation's ``median_ms`` times 1000;
+    ``peak_mem_bytes`` is the peak device memory of one call, in bytes; ``speedup``
     is the saved ratio ``baseline time / impl time``; ``pct_cublas`` is 100 times
     the saved ratio against ``cublas``; ``metrics.<name>`` is an extra metric.
 
@@ -397,7 +412,7 @@ def quote(
         result_id: Result id, e.g. ``"h200/default"``.
         case_id: Case id, e.g. ``"softmax/fwd/8192x8192/float16"``.
         stat: ``"median_us"``, ``"gbps"``, ``"pct_copy"``, ``"tflops"``,
-            ``"pct_cublas"``, ``"speedup"`` (needs ``baseline``) or
+            ``"peak_mem_bytes"``, ``"pct_cublas"``, ``"speedup"`` (needs ``baseline``) or
             ``"metrics.<name>"``.
         impl: Implementation, ``"ours"`` by default.
         baseline: Baseline implementation of ``"speedup"``.
