@@ -211,35 +211,36 @@ display(
 
 
 # %%
-def best_panels() -> list[charts.HeatmapPanel]:
-    """Fastest plan per cell of run 1, one panel per operator and mode."""
+def panels_of(cell_of) -> list[charts.HeatmapPanel]:
+    """One heatmap panel per operator and mode; ``cell_of(key)`` gives a cell's (z, text, hover)."""
     panels = []
     for op, mode in GROUPS:
         z, text, hover = [], [], []
         for rows in grid.rows:
-            zr, tr, hr = [], [], []
-            for width in grid.widths:
-                key = (op, mode, rows, width)
-                cell, other = cells[0].get(key), cells[1].get(key)
-                if cell is None:
-                    zr.append(None)
-                    tr.append("")
-                    hr.append(f"run 1: {status[0][key]}")
-                    continue
-                kind, block, warps = fitting.parse_impl(cell.best)
-                moved = other is not None and fitting.parse_impl(other.best)[0] != kind
-                zr.append(KINDS.index(kind))
-                tr.append(f"{block // 1024}k{'*' if moved else ''}<br>w{warps}")
-                hr.append(f"run 1: {cell.best}; run 2: {other.best if other else status[1][key]}")
-            z.append(zr)
-            text.append(tr)
-            hover.append(hr)
+            shown = [cell_of((op, mode, rows, width)) for width in grid.widths]
+            z.append([c[0] for c in shown])
+            text.append([c[1] for c in shown])
+            hover.append([c[2] for c in shown])
         panels.append(charts.HeatmapPanel(f"{OP_NAMES[op]}, {MODE_NAMES[mode]}", z, text, hover))
     return panels
 
 
+def best_cell(key):
+    """Fastest plan of run 1 in one cell, starred where run 2's fastest is another kind."""
+    cell, other = cells[0].get(key), cells[1].get(key)
+    if cell is None:
+        return None, "", f"run 1: {status[0][key]}"
+    kind, block, warps = fitting.parse_impl(cell.best)
+    moved = other is not None and fitting.parse_impl(other.best)[0] != kind
+    return (
+        KINDS.index(kind),
+        f"{block // 1024}k{'*' if moved else ''}<br>w{warps}",
+        f"run 1: {cell.best}; run 2: {other.best if other else status[1][key]}",
+    )
+
+
 fig = charts.heatmap_grid(
-    best_panels(),
+    panels_of(best_cell),
     x=grid.widths,
     y=grid.rows,
     x_title="width (columns)",
@@ -344,27 +345,18 @@ fit_keys = sorted({k for _, k in held_out})
 assert fit_keys == shared
 assert all(held_out["fitted", k][1] == rule.impl(k[2], k[3], SM_COUNT) for k in fit_keys)
 
-panels = []
-for op, mode in GROUPS:
-    z, text, hover = [], [], []
-    for rows in grid.rows:
-        zr, tr, hr = [], [], []
-        for width in grid.widths:
-            key = (op, mode, rows, width)
-            _, pick, value = held_out.get(("fitted", key), (None, None, None))
-            zr.append(value)
-            tr.append("" if value is None else f"{value:.0f}")
-            hr.append(
-                "not measured in both runs"
-                if pick is None
-                else f"picks {pick}, regret {value:.1f} %; run 2's fastest: {cells[1][key].best}"
-            )
-        z.append(zr)
-        text.append(tr)
-        hover.append(hr)
-    panels.append(charts.HeatmapPanel(f"{OP_NAMES[op]}, {MODE_NAMES[mode]}", z, text, hover))
+
+def regret_cell(key):
+    """The fitted rule's pick and held-out regret in one cell."""
+    _, pick, value = held_out.get(("fitted", key), (None, None, None))
+    if pick is None:
+        return None, "", "not measured in both runs"
+    hover = f"picks {pick}, regret {value:.1f} %; run 2's fastest: {cells[1][key].best}"
+    return value, f"{value:.0f}", hover
+
+
 fig = charts.heatmap_grid(
-    panels,
+    panels_of(regret_cell),
     x=grid.widths,
     y=grid.rows,
     x_title="width (columns)",

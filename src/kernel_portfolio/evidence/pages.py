@@ -359,7 +359,7 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
         row_attrs.append(f' data-kp-base="{_esc(_pointer(*base))}"')
         if record.get("status") != "ok":
             reason = _text(result_id, data, "reason", base=base)
-            rows.append([_esc(impl), f"{_esc(record.get('status'))}: {reason}"] + ["—"] * 7)
+            rows.append([_esc(impl), f"{_esc(record.get('status'))}: {reason}"] + ["—"] * 8)
             continue
 
         def value(unit: str, key: str, base=base) -> str:
@@ -375,6 +375,7 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
                 value("GB/s", "gbps"),
                 value("%", "pct_copy"),
                 value("TFLOP/s", "tflops"),
+                value("bytes", "peak_mem_bytes"),
                 _esc(len(record.get("samples_ms") or [])),
             ]
         )
@@ -395,6 +396,7 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
                 "GB/s",
                 "% of copy",
                 "TFLOP/s",
+                "peak memory",
                 "samples",
             ],
             rows,
