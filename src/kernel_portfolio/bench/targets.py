@@ -323,13 +323,12 @@ def evaluate(data: dict) -> list[dict]:
     rows = []
     for case in data["cases"]:
         ours = case["impls"].get("ours", {})
+        best = _best_baseline(case)
+        best_name = best[0] if best else None
         for target in TARGETS:
             if not _applies(target, case):
                 continue
-            baseline = target.baseline
-            if baseline == BEST:
-                best = _best_baseline(case)
-                baseline = best[0] if best else None
+            baseline = best_name if target.baseline == BEST else target.baseline
             if target.stat == "pct_copy":
                 value = ours.get("pct_copy") if ours.get("status") == "ok" else None
                 reason = _not_run(case, "ours") or "ours saved no share of copy bandwidth"
@@ -343,7 +342,6 @@ def evaluate(data: dict) -> list[dict]:
                     or f"no ratio ours/{baseline} saved"
                 )
             rows.append(_row(target, case, baseline, value, reason))
-        best = _best_baseline(case)
         if best is not None and case["op"] != "matmul":
             name, rec = best
             near_roof = (rec.get("pct_copy") or 0.0) > NEAR_ROOF_PCT
@@ -352,10 +350,7 @@ def evaluate(data: dict) -> list[dict]:
             reason = _not_run(case, "ours") or f"no ratio ours/{name} saved"
             rows.append(_row(every, case, name, _ratio(case, name), reason))
         for cost in COST_TARGETS:
-            baseline = cost.baseline
-            if baseline == BEST:
-                best = _best_baseline(case)
-                baseline = best[0] if best else None
+            baseline = best_name if cost.baseline == BEST else cost.baseline
             try:
                 value = target_value(data, case["id"], cost.stat, baseline)
             except ValueError:

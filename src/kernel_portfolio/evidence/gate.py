@@ -687,13 +687,8 @@ def _judge_target(url, attrs, text, results: ResultSet, fail) -> None:
                 "a target shows a goal from there, never a measured figure"
             )
         return
-    result_id, case_id = attrs.get("data-result", ""), attrs.get("data-case", "")
-    stat, impl = attrs.get("data-stat", ""), attrs.get("data-impl", "")
-    baseline = attrs.get("data-baseline") or None
-    label = (
-        f"shortfall {_show(text)} ({result_id} {case_id} {impl}"
-        f"{'/' + baseline if baseline else ''} {stat} against {attrs.get('data-threshold')})"
-    )
+    result_id, case_id, stat, impl, baseline, named = _quoted(attrs)
+    label = f"shortfall {_show(text)} ({named} against {attrs.get('data-threshold')})"
     try:
         threshold = float(attrs.get("data-threshold", "nan"))
     except ValueError:
@@ -720,15 +715,18 @@ def _judge_target(url, attrs, text, results: ResultSet, fail) -> None:
         fail(f"{label} is stale: {', '.join(results.changed(result_id, case_id))} changed")
 
 
-def _judge_claim(url, attrs, text, results: ResultSet, fail) -> ClaimRecord:
-    result_id = attrs.get("data-result", "")
-    case_id = attrs.get("data-case", "")
-    stat = attrs.get("data-stat", "")
-    impl = attrs.get("data-impl", "")
+def _quoted(attrs: dict[str, str]) -> tuple[str, str, str, str, str | None, str]:
+    """What a claim or a shortfall names: result, case, stat, impl, baseline, and those in words."""
+    result_id, case_id = attrs.get("data-result", ""), attrs.get("data-case", "")
+    stat, impl = attrs.get("data-stat", ""), attrs.get("data-impl", "")
     baseline = attrs.get("data-baseline") or None
-    label = (
-        f"claim {text!r} ({result_id} {case_id} {impl}{'/' + baseline if baseline else ''} {stat})"
-    )
+    named = f"{result_id} {case_id} {impl}{'/' + baseline if baseline else ''} {stat}"
+    return result_id, case_id, stat, impl, baseline, named
+
+
+def _judge_claim(url, attrs, text, results: ResultSet, fail) -> ClaimRecord:
+    result_id, case_id, stat, impl, baseline, named = _quoted(attrs)
+    label = f"claim {text!r} ({named})"
     record = dict(
         page=url,
         text=text,
