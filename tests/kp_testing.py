@@ -86,9 +86,11 @@ for spec in json.loads(sys.argv[1]):
     }
     signature = {n: spec["signature"].get(n, "constexpr") for n in fn.arg_names}
     source = ASTSource(fn=fn, signature=signature, constexprs=spec["constexprs"], attrs=attrs)
-    options = {"num_warps": spec["num_warps"]}
+    options = {k: spec[k] for k in ("num_warps", "num_stages") if k in spec}
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
-    print(json.dumps(sorted(set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx)))))
+    ops = set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx))
+    copies = re.findall(r"cp\.async\.\w+\.shared\.global[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*[,;]", ptx)
+    print(json.dumps(sorted(ops | {f"cp.async.{int(n, 0)}" for n in copies})))
 """
 
 
@@ -98,10 +100,12 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     Each spec names ``module``, ``kernel``, a ``signature`` of its runtime
     arguments (``{"x_ptr": "*fp16", "n_cols": "i32"}``), its ``constexprs``,
     the pointers Triton may take as 16-byte ``aligned`` (as it does for fresh
-    torch tensors) and ``num_warps``; names the kernel lacks are ignored. The
-    compiles run in a child process without ``TRITON_INTERPRET``, using the
-    ptxas bundled with triton; no GPU. Returns, per spec, the distinct PTX
-    opcodes such as ``ld.global.v4.b32``.
+    torch tensors), ``num_warps`` and optionally ``num_stages``; names the
+    kernel lacks are ignored. The compiles run in a child process without
+    ``TRITON_INTERPRET``, using the ptxas bundled with triton; no GPU.
+    Returns, per spec, the distinct PTX opcodes such as ``ld.global.v4.b32``,
+    and ``cp.async.<bytes>`` for each size of asynchronous global-to-shared
+    copy (the pipelined loads of a GEMM): ``cp.async.16`` is a 16-byte load.
     """
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(

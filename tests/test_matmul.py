@@ -7,7 +7,9 @@ Shapes are ragged against every tile size used (127x255x65, 1x1x1, 33x80x48),
 span several K iterations (K=300) and several persistent-loop rounds, and
 include the empty cases. The Hopper path is also compiled ahead of time for
 sm_90 in a child process, to check that each tuning config assembles to
-``wgmma`` and TMA copies. On a GPU the same tests run on CUDA.
+``wgmma`` and TMA copies, and the pointer kernel to check that its layout
+constants give 16-byte loads in every layout that allows them. On a GPU the
+same tests run on CUDA.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from kp_testing import assert_matches, poison
+from kp_testing import assert_matches, global_memory_ops, poison
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.library import opcheck
 
@@ -136,6 +138,103 @@ def test_strided_operands_and_output(dtype, device):
     mm._launch_matmul(a, b, out, allow_tf32=False)
     assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, 30))
     assert_matches(kp.matmul(a, b), reference.matmul(a, b), dtype, tol=_tol(dtype, 30))
+
+
+def _laid_out(rows, cols, unit, dtype, device):
+    """A ``(rows, cols)`` matrix with unit stride along dim ``unit`` (1, 0), or none (-1)."""
+    if unit == 1:
+        return torch.randn(rows, cols, device=device, dtype=dtype)
+    if unit == 0:
+        return torch.randn(cols, rows, device=device, dtype=dtype).t()
+    return torch.randn(rows, 2 * cols, device=device, dtype=dtype)[:, ::2]
+
+
+@pytest.mark.parametrize("c_unit", [1, 0])
+@pytest.mark.parametrize("b_unit", [1, 0, -1])
+@pytest.mark.parametrize("a_unit", [1, 0, -1])
+def test_pointer_layout_constants_and_results(a_unit, b_unit, c_unit, device):
+    """Every unit-stride layout of A, B and C: the constants, and the product they compute."""
+    m, n, k = 48, 40, 56  # multiples of 8: 16-byte float16 vectors wherever a unit stride is
+    a = _laid_out(m, k, a_unit, torch.float16, device)
+    b = _laid_out(k, n, b_unit, torch.float16, device)
+    out = poison(_laid_out(m, n, c_unit, torch.float16, device))
+    layout = mm._pointer_layout(a, b, out)
+    assert layout == {"A_UNIT": a_unit, "B_UNIT": b_unit, "C_UNIT": c_unit, "VEC": 8}
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="pointer")
+    assert_matches(out, reference.matmul(a, b), torch.float16, tol=_tol(torch.float16, k))
+
+
+def test_pointer_layout_vec_divides_what_it_rebuilds(device):
+    """VEC shrinks to what the strides and masking sizes allow, and ignores the rest."""
+    a = torch.randn(48, 60, device=device, dtype=torch.float16)[:, :56]  # row stride 60
+    b = torch.randn(56, 40, device=device, dtype=torch.float16)
+    out = torch.empty(48, 40, device=device, dtype=torch.float16)
+    assert mm._pointer_layout(a, b, out)["VEC"] == 4
+    # M masks no unit-stride dimension of a row-major A and C: an odd batch keeps VEC.
+    a = torch.randn(47, 56, device=device, dtype=torch.float16)
+    assert mm._pointer_layout(a, b, out[:47])["VEC"] == 8
+    # A transposed A is read along M, so M counts there.
+    assert mm._pointer_layout(a.t().contiguous().t(), b, out[:47])["VEC"] == 1
+    # float32: at most four elements a vector; an expanded (zero-stride) B is read along K.
+    b32 = torch.randn(56, 1, device=device).expand(56, 40)
+    layout = mm._pointer_layout(a.float(), b32, out[:47].float())
+    assert layout == {"A_UNIT": 1, "B_UNIT": 0, "C_UNIT": 1, "VEC": 4}
+
+
+def test_pointer_kernel_loads_16_bytes_where_the_strides_allow():
+    """Compiled for sm_90 (no GPU): 16-byte copies whenever VEC is 16 bytes, in any layout.
+
+    The kernel's sizes and strides are runtime arguments Triton does not
+    specialise; only the unit-stride constants and the ``VEC`` rebuild let
+    the compiler prove the alignment. With ``VEC=1`` (sizes or strides not
+    multiples of 8 half-precision elements) the same kernel loads 2 bytes at
+    a time, which shows that the check can fail; a matrix without a unit
+    stride (``-1``) is read element by element whatever ``VEC`` is.
+    """
+    config = mm.POINTER_CONFIGS[0]
+    cases = [
+        ("fp16", (1, 1, 1), 8),
+        ("fp16", (0, 1, 1), 8),  # dB = A^T @ dC
+        ("fp16", (1, 0, 1), 8),  # x @ W^T and dA = dC @ B^T
+        ("fp16", (0, 0, 1), 8),
+        ("fp16", (1, 1, 0), 8),  # a column-major output
+        ("fp32", (1, 1, 1), 4),
+        ("fp16", (1, 1, 1), 1),
+        ("fp16", (-1, 1, 1), 8),
+    ]
+    compiled = global_memory_ops(
+        [
+            {
+                "module": "kernel_portfolio.ops.matmul",
+                "kernel": "_matmul_kernel",
+                "signature": {
+                    **{p: f"*{dtype}" for p in ("a_ptr", "b_ptr", "c_ptr")},
+                    **dict.fromkeys(mm._POINTER_RUNTIME_ARGS, "i32"),
+                },
+                "constexprs": {
+                    **config.kwargs,
+                    "INPUT_PRECISION": "ieee",
+                    "WIDEN_OPERANDS": False,
+                    "A_UNIT": units[0],
+                    "B_UNIT": units[1],
+                    "C_UNIT": units[2],
+                    "VEC": vec,
+                },
+                "aligned": ["a_ptr", "b_ptr", "c_ptr"],
+                "num_warps": config.num_warps,
+                "num_stages": config.num_stages,
+            }
+            for dtype, units, vec in cases
+        ]
+    )
+    for (dtype, units, vec), ops in zip(cases, compiled, strict=True):
+        case = (dtype, units, vec, ops)
+        narrow_loads = [op for op in ops if op.startswith("ld.global") and ".v" not in op]
+        if vec == 1:
+            assert "cp.async.16" not in ops and "ld.global.b16" in ops, case
+            continue
+        assert "cp.async.16" in ops and "st.global.v4.b32" in ops, case
+        assert bool(narrow_loads) == (-1 in units), case
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -332,10 +431,10 @@ _AOT_SCRIPT = textwrap.dedent(
     from kernel_portfolio.ops import matmul as mm
 
     TMA_INTS = ["M", "N", "K", "stride_a", "stride_b", "stride_c", "M_BUCKET", "K_BUCKET"]
-    # Row-major operands: the unit strides are compile-time 1s.
-    PTR_INTS = ["M", "N", "K", "stride_am", "stride_bk", "stride_cm", "M_BUCKET", "K_BUCKET"]
-    PTR = dict(stride_ak=1, stride_bn=1, stride_cn=1, WIDEN_OPERANDS=False,
-               divisible=("N", "K", "stride_am", "stride_bk", "stride_cm"))
+    # Row-major operands (unit strides along K, N and N) whose sizes and
+    # strides are multiples of 16 bytes: the launcher passes these constants.
+    PTR_INTS = mm._POINTER_RUNTIME_ARGS
+    PTR = dict(A_UNIT=1, B_UNIT=1, C_UNIT=1, WIDEN_OPERANDS=False)
 
     def compile_one(job, kernel, ints, config, dtype, divisible=(), **constexprs):
         signature = {name: f"*{dtype}" for name in ("a_ptr", "b_ptr", "c_ptr")}
@@ -370,10 +469,10 @@ _AOT_SCRIPT = textwrap.dedent(
                 "bf16", A_COL_MAJOR=True, B_COL_MAJOR=True, **tma)
     for i, config in enumerate(mm.POINTER_CONFIGS):
         compile_one({"job": "pointer", "index": i}, mm._matmul_kernel, PTR_INTS, config, "fp16",
-                    INPUT_PRECISION="ieee", **PTR)
+                    INPUT_PRECISION="ieee", VEC=8, **PTR)
     for precision in ("ieee", "tf32"):
         compile_one({"job": "pointer-fp32-" + precision}, mm._matmul_kernel, PTR_INTS,
-                    mm.POINTER_CONFIGS[0], "fp32", INPUT_PRECISION=precision, **PTR)
+                    mm.POINTER_CONFIGS[0], "fp32", INPUT_PRECISION=precision, VEC=4, **PTR)
     """
 )
 
@@ -421,7 +520,7 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
 
 
 class RecordingLauncher:
-    """Stands in for ``wrap_triton`` while tracing: records launches, runs nothing."""
+    """Stands in for ``launchable`` while tracing: records launches, runs nothing."""
 
     calls: list[dict] = []
 
@@ -441,7 +540,7 @@ def test_launcher_keeps_the_batch_size_symbolic(monkeypatch):
     M reaches the kernel as a runtime size and the tuning key only as its
     bucket, so the trace guards M to a range (32, 64], not to a value.
     """
-    monkeypatch.setattr(mm, "wrap_triton", RecordingLauncher)
+    monkeypatch.setattr(mm, "launchable", RecordingLauncher)
     monkeypatch.setattr(RecordingLauncher, "calls", [])
 
     def product(a, b):

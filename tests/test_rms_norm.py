@@ -472,31 +472,3 @@ def test_bad_plan(op, device):
         _call(op, x, None, plan=4)
     with pytest.raises(ValueError, match="whole row"):
         _call(op, x, None, plan=RowPlan("block", 512, 4))
-
-
-@pytest.mark.parametrize("op", ["rms_norm", "residual_rms_norm"])
-def test_both_routes_reach_the_same_launcher(op, device, monkeypatch):
-    """No autograd: the launcher is called directly; grad: through the custom op."""
-    x, r = torch.randn(5, 300, device=device), torch.randn(5, 300, device=device)
-    w = torch.randn(300, device=device)
-    args = (x, r, w) if op == "residual_rms_norm" else (x, w)
-    want = getattr(torch.ops.kp, op)(*args, 1e-6, *plans.to_op_args("auto"))[:-1]
-
-    def call():
-        got = getattr(kp, op)(*args)
-        return got if isinstance(got, tuple) else (got,)
-
-    def no_op(*args):
-        raise AssertionError("the custom op was called")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(torch.ops.kp, op, no_op)
-        assert all(map(torch.equal, call(), want))
-        w.requires_grad_()
-        with torch.no_grad():
-            assert all(map(torch.equal, call(), want))
-        with pytest.raises(AssertionError, match="custom op"):
-            call()  # the weight now requires grad: the op route
-    got = call()
-    assert got[0].grad_fn is not None
-    assert all(torch.equal(g.detach(), e) for g, e in zip(got, want, strict=True))

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections.abc import Callable
 
 import torch
-from torch._library.triton import set_wrap_triton_enabled
+from torch._library.triton import is_wrap_triton_enabled, set_wrap_triton_enabled
+from torch.library import wrap_triton
 
 #: Dtypes every kernel supports. float64 and integer tensors are refused.
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -44,13 +46,15 @@ def check_tensor(x: object, name: str) -> torch.Tensor:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"{name} has dtype {x.dtype}; supported dtypes are {_DTYPE_NAMES}")
+    if x.is_cuda:  # the common case, answered without building a device object
+        return x
     if x.device.type == "cpu":
         if not interpreter_enabled():
             raise ValueError(
                 f"{name} is a CPU tensor; move it to a CUDA device, or set "
                 "TRITON_INTERPRET=1 before importing triton to run the kernels on the CPU"
             )
-    elif x.device.type != "cuda":
+    else:
         raise ValueError(
             f"{name} is on device {x.device}; only cuda (or cpu under TRITON_INTERPRET=1)"
         )
@@ -124,24 +128,45 @@ def device_guard(x: torch.Tensor) -> contextlib.AbstractContextManager:
     return torch.cuda.device(device)
 
 
-def direct_route(*tensors: torch.Tensor | None) -> bool:
-    """Whether an operator may call its launcher directly instead of its custom op.
+def eager_route() -> bool:
+    """Whether an operator may skip its custom op: plain eager code.
 
-    Every operator has one launcher and two ways to reach it. Going through
-    ``torch.ops.kp.*`` is what ``torch.compile`` traces and what autograd
-    records, but the dispatcher costs tens of microseconds of host time per
-    call, as much as a small kernel takes on the GPU. So the public functions
-    call the launcher directly when nothing needs the op: not while compiling,
-    not inside a ``__torch_dispatch__`` mode (fake tensors, tracing), and not
-    when autograd would record (grad enabled and some input requires grad).
+    Every operator has one set of launchers and three routes to them. The
+    custom ops (``torch.ops.kp.*``, with their registered autograd) are what
+    ``torch.compile`` traces, what ``opcheck`` checks and what fake tensors,
+    other ``__torch_dispatch__`` modes and ``torch.func`` transforms see. In
+    plain eager code they cost far more host time than the kernels they launch
+    (the dispatcher, and its autograd wrapper on every forward and backward),
+    so there each public function calls the launchers itself: directly when
+    autograd will not record (:func:`direct_route`), otherwise through a
+    :class:`torch.autograd.Function` of its own whose forward and backward
+    call the launchers with the same arguments and save the same tensors as
+    the custom op, so that every route gives the same bits.
+
+    Returns:
+        True outside ``torch.compile``, ``__torch_dispatch__`` modes and
+        ``torch.func`` transforms.
+    """
+    return not (
+        torch.compiler.is_compiling()
+        or torch._C._len_torch_dispatch_stack()
+        or torch._C._are_functorch_transforms_active()
+    )
+
+
+def direct_route(*tensors: torch.Tensor | None) -> bool:
+    """Whether an operator may call its launcher directly, with no autograd at all.
+
+    Plain eager code (:func:`eager_route`) in which autograd will not record:
+    grad mode off, or no input requiring grad. An autograd Function costs
+    several microseconds more per call even when it records nothing, as much
+    as the rest of a forward call's host work, so the no-grad forward skips
+    it.
 
     Args:
         *tensors: The operator's tensor inputs (``None`` for an absent optional one).
-
-    Returns:
-        True when the direct route gives exactly what the op would.
     """
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack():
+    if not eager_route():
         return False
     if torch.is_grad_enabled():
         return not any(t is not None and t.requires_grad for t in tensors)
@@ -152,10 +177,24 @@ def direct_launches() -> contextlib.AbstractContextManager:
     """Launch Triton kernels straight for the rest of the ``with`` block.
 
     A ``triton_op`` body reached through ``torch.ops`` already runs with
-    ``wrap_triton`` switched off on real tensors. The direct route
-    (:func:`direct_route`) must switch it off the same way: otherwise every
+    ``wrap_triton`` switched off on real tensors. The direct route and the
+    eager autograd Functions (:func:`eager_route`) must switch it off the same
+    way, in a Function's backward too (the flag is per thread, and autograd
+    may run a backward in a thread of its own): otherwise every
     ``wrap_triton(kernel)[grid](...)`` goes through the higher-order-op
     dispatch (argument flattening, signature binding), which on the H200's
-    host cost far more per launch than the dispatcher the direct route skips.
+    host cost far more per launch than the dispatcher these routes skip.
     """
     return set_wrap_triton_enabled(False)
+
+
+def launchable(kernel: Callable) -> Callable:
+    """``wrap_triton(kernel)``, without its per-call type checks when it is switched off.
+
+    Every launcher writes ``launchable(kernel)[grid](...)``. Inside a custom
+    op's body on real tensors and under :func:`direct_launches`,
+    ``wrap_triton`` returns the kernel itself, after checks that cost a few
+    microseconds a launch; this returns it at once. Elsewhere (tracing) it is
+    ``wrap_triton(kernel)``.
+    """
+    return wrap_triton(kernel) if is_wrap_triton_enabled() else kernel

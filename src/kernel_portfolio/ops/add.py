@@ -36,11 +36,13 @@ the layout checks. The strided kernel's column count and strides stay
 specialised: a unit stride known at compile time is what makes its loads
 16-byte vectors.
 
-The public function calls the launcher directly when nothing needs the custom
-op (eager, no autograd recording: :func:`kernel_portfolio.contracts.direct_route`),
-since the ``torch.ops`` dispatcher costs tens of microseconds of host time per
-call; under ``torch.compile`` or when autograd records it goes through
-``kp::add``, whose body is the same code.
+The public function reaches the launcher by one of three routes
+(:func:`kernel_portfolio.contracts.eager_route`): in eager code directly when
+autograd will not record, else through an autograd Function of this module
+that calls it directly (the ``torch.ops`` dispatcher and its autograd wrapper
+cost far more host time than the kernel); under ``torch.compile``, dispatch
+modes and ``torch.func`` through the custom op ``kp::add``, whose body is the
+same code. The Function and the op share one backward.
 
 Backward: ``dx = dout`` summed over the dimensions along which ``x`` was
 broadcast (``sum_to_size``), and the same for ``y``; only the gradients that
@@ -52,7 +54,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.library import triton_op
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
@@ -61,6 +63,8 @@ from kernel_portfolio.contracts import (
     device_guard,
     direct_launches,
     direct_route,
+    eager_route,
+    launchable,
 )
 
 # ---------------------------------------------------------------------------
@@ -198,7 +202,7 @@ def _merge_dims(shape, *strides):
 def _launch_flat(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
     n = out.numel()
     block = FLAT_BYTES_PER_PROGRAM // out.element_size()
-    wrap_triton(_add_flat_kernel)[(plans.cdiv(n, block),)](
+    launchable(_add_flat_kernel)[(plans.cdiv(n, block),)](
         x, y, out, n, BLOCK=block, num_warps=FLAT_NUM_WARPS
     )
 
@@ -239,7 +243,7 @@ def _launch_add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
         block_c *= 2
     block_r = STRIDED_TILE // block_c
     grid = (plans.cdiv(n_rows, block_r) * plans.cdiv(n_cols, block_c),)
-    wrap_triton(_add_strided_kernel)[grid](
+    launchable(_add_strided_kernel)[grid](
         x,
         y,
         out,
@@ -262,11 +266,11 @@ def _launch_add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
 
 
 def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``x + y`` in a new tensor: the body of ``kp::add`` and the direct route."""
-    shape = torch.broadcast_shapes(x.shape, y.shape)
+    """``x + y`` in a new tensor: the body of ``kp::add`` and of the eager routes."""
     if x.shape == y.shape and x.stride() == y.stride() and _is_dense(x):
         out = torch.empty_like(x)  # keeps x's dense layout (a transposed x stays transposed)
     else:
+        shape = torch.broadcast_shapes(x.shape, y.shape)  # several us: only when needed
         out = torch.empty(shape, dtype=x.dtype, device=x.device)
     with device_guard(x):
         _launch_add(x, y, out)
@@ -293,6 +297,24 @@ def _backward(ctx, grad_out):
 
 
 _add_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---------------------------------------------------------------------------
+# Eager route with autograd (contracts.eager_route)
+# ---------------------------------------------------------------------------
+
+
+class _Add(torch.autograd.Function):
+    """``add`` on the eager route: the launcher without the dispatcher, ``kp::add``'s backward."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        with direct_launches():
+            out = _add(x, y)
+        ctx.x_shape, ctx.y_shape = x.shape, y.shape
+        return out
+
+    backward = staticmethod(_backward)
 
 
 # ---------------------------------------------------------------------------
@@ -341,4 +363,6 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if direct_route(x, y):
         with direct_launches():
             return _add(x, y)
+    if eager_route():
+        return _Add.apply(x, y)
     return torch.ops.kp.add(x, y)

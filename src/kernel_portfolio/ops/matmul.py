@@ -43,23 +43,42 @@ batch size inside it reuses the compiled graph, one in another bucket
 compiles (and tunes) once more.
 
 Triton also compiles a variant per integer argument class (equal to 1, a
-multiple of 16, other). The Hopper kernel opts every size and stride out of
-that (``do_not_specialize``): its tiles move through descriptors, nothing
-gains from the knowledge, and one binary serves every shape of a dtype and
-layout. The pointer kernel opts out only ``M``: ``N``, ``K`` and the strides
-stay specialised, because a multiple of 16 and a unit stride known at
-compile time are what turn its masked loads into 16-byte ``cp.async``
-copies (without them it falls back to 2-byte loads).
+multiple of 16, other). Both kernels opt every size and stride out of that
+(``do_not_specialize``), so one binary serves every shape of a dtype and
+layout. The Hopper kernel gains nothing from the knowledge: its tiles move
+through descriptors. The pointer kernel needs two facts to turn its masked
+loads into 16-byte ``cp.async`` copies (without them it falls back to 2-byte
+loads), and gets them as compile-time constants instead, the case study's
+``vec-hint`` policy, as the row kernels do:
+
+* which dimension of each matrix has unit stride (``A_UNIT``, ``B_UNIT``,
+  ``C_UNIT``: 1 for a row-major matrix, 0 for a transposed view, -1 for
+  neither); the kernel replaces that stride by the constant 1, so a
+  transposed operand is read in vectors along its own contiguous dimension;
+* ``VEC`` (:func:`_pointer_layout`): the largest power of two, up to 16
+  bytes of elements, that divides the matrices' other strides and the sizes
+  that mask their contiguous dimensions; the kernel rebuilds each of them as
+  ``v // VEC * VEC``, the same value, which the compiler now knows to be a
+  multiple of ``VEC``.
+
+A new ``M``, ``N`` or ``K`` therefore compiles nothing new unless it changes
+``VEC`` (at most four values) or a layout. The batch size of a linear layer
+(``M`` of the forward and of ``dA``, ``K`` of ``dB``) does not enter ``VEC``
+at all in those products' layouts: it masks no unit-stride dimension there.
+Widths that are multiples of 8 half-precision elements but not of 16 (4104)
+keep 16-byte loads, which Triton's own specialisation would not give them
+(the specialisation case study measured that policy against the others).
 
 Backward: ``dA = dC @ B^T`` and ``dB = A^T @ dC``, each through the same
 kernels with the transposed operand read in place, computing only the
 gradients that are needed.
 
-The public function and the backward call the launcher directly when nothing
-needs the custom op (eager, no autograd recording:
-:func:`kernel_portfolio.contracts.direct_route`); under ``torch.compile`` or
-when autograd records they go through ``kp::matmul``, whose body is the same
-code.
+The public function and the backward reach the launcher by one of three
+routes (:func:`kernel_portfolio.contracts.eager_route`): in eager code
+directly when autograd will not record, else through an autograd Function of
+this module that calls it directly; under ``torch.compile``, dispatch modes
+and ``torch.func`` through the custom op ``kp::matmul``, whose body is the
+same code. The Function and the op share one backward.
 """
 
 from __future__ import annotations
@@ -69,15 +88,18 @@ import functools
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.library import triton_op
 
+from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
     check_same,
     check_tensor,
     device_guard,
     direct_launches,
     direct_route,
+    eager_route,
     interpreter_enabled,
+    launchable,
 )
 
 # ---------------------------------------------------------------------------
@@ -100,7 +122,24 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     return first_m + local % group_rows, local // group_rows
 
 
-@triton.jit(do_not_specialize=["M", "M_BUCKET", "K_BUCKET"])
+#: The pointer kernel's runtime sizes and strides, none specialised by Triton
+#: (the module docstring says what replaces that).
+_POINTER_RUNTIME_ARGS = [
+    "M",
+    "N",
+    "K",
+    "stride_am",
+    "stride_ak",
+    "stride_bk",
+    "stride_bn",
+    "stride_cm",
+    "stride_cn",
+    "M_BUCKET",
+    "K_BUCKET",
+]
+
+
+@triton.jit(do_not_specialize=_POINTER_RUNTIME_ARGS)
 def _matmul_kernel(
     a_ptr,
     b_ptr,
@@ -122,13 +161,45 @@ def _matmul_kernel(
     GROUP_M: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
     WIDEN_OPERANDS: tl.constexpr,
+    A_UNIT: tl.constexpr,
+    B_UNIT: tl.constexpr,
+    C_UNIT: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     """One ``BLOCK_M x BLOCK_N`` tile of ``C`` per program, through pointers.
 
     ``M_BUCKET`` and ``K_BUCKET`` are unused in the body: they exist for the
     autotuning key. ``WIDEN_OPERANDS`` converts the tiles to float32 before
-    the dot; see ``_widen_operands``.
+    the dot; see ``_widen_operands``. ``A_UNIT``, ``B_UNIT``, ``C_UNIT`` and
+    ``VEC``: see the module docstring and :func:`_pointer_layout`.
     """
+    # Unit strides become constants; the strides and sizes that align the
+    # vectors along them are rebuilt as the same values, now visibly multiples
+    # of VEC (_pointer_layout chose VEC to divide exactly these).
+    if A_UNIT == 1:
+        stride_ak = 1
+        stride_am = stride_am // VEC * VEC
+        K = K // VEC * VEC
+    elif A_UNIT == 0:
+        stride_am = 1
+        stride_ak = stride_ak // VEC * VEC
+        M = M // VEC * VEC
+    if B_UNIT == 1:
+        stride_bn = 1
+        stride_bk = stride_bk // VEC * VEC
+        N = N // VEC * VEC
+    elif B_UNIT == 0:
+        stride_bk = 1
+        stride_bn = stride_bn // VEC * VEC
+        K = K // VEC * VEC
+    if C_UNIT == 1:
+        stride_cn = 1
+        stride_cm = stride_cm // VEC * VEC
+        N = N // VEC * VEC
+    elif C_UNIT == 0:
+        stride_cm = 1
+        stride_cn = stride_cn // VEC * VEC
+        M = M // VEC * VEC
     pid_m, pid_n = _tile_coords(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     rm = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -343,9 +414,10 @@ INTERPRETER_CONFIGS = {
 }
 
 _TUNING_KEY = ["M_BUCKET", "N", "K_BUCKET"]
-_matmul_tuned = triton.autotune(configs=POINTER_CONFIGS, key=[*_TUNING_KEY, "INPUT_PRECISION"])(
-    _matmul_kernel
-)
+_matmul_tuned = triton.autotune(
+    configs=POINTER_CONFIGS,
+    key=[*_TUNING_KEY, "INPUT_PRECISION", "A_UNIT", "B_UNIT", "C_UNIT", "VEC"],
+)(_matmul_kernel)
 _matmul_tma_tuned = triton.autotune(
     configs=TMA_CONFIGS, key=[*_TUNING_KEY, "A_COL_MAJOR", "B_COL_MAJOR"]
 )(_matmul_tma_kernel)
@@ -378,15 +450,17 @@ def _compute_major(index: int) -> int:
     return torch.cuda.get_device_capability(index)[0]
 
 
-def _widen_operands(dtype: torch.dtype) -> bool:
+def _widen_operands(dtype: torch.dtype, interpreter: bool) -> bool:
     """Whether the kernels must convert tiles to float32 before ``tl.dot``.
 
-    Only under the Triton 3.6 interpreter, for bfloat16: its ``tl.dot`` has
+    Only under the Triton 3.6 interpreter (``interpreter``: what
+    :func:`~kernel_portfolio.contracts.interpreter_enabled` says), for
+    bfloat16: its ``tl.dot`` has
     no bfloat16 case and multiplies the raw 16-bit patterns as integers. The
     conversion is exact (a product of two bfloat16 values fits in float32's
     mantissa), so the interpreter then computes what the GPU computes.
     """
-    return interpreter_enabled() and dtype == torch.bfloat16
+    return interpreter and dtype == torch.bfloat16
 
 
 def _tma_scratch(size: int, alignment: int, stream) -> torch.Tensor:
@@ -417,9 +491,35 @@ def _tma_layout(t: torch.Tensor) -> tuple[bool, int] | None:
     return None
 
 
+def _pointer_layout(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> dict[str, int]:
+    """The pointer kernel's layout constants: ``A_UNIT``, ``B_UNIT``, ``C_UNIT`` and ``VEC``.
+
+    Each matrix's unit-stride dimension: 1 (row-major), 0 (a transposed view)
+    or -1 (neither). Along it the kernel loads (or stores) vectors, which are
+    16-byte aligned when the matrix's other stride and the size that masks
+    that dimension are multiples of the vector. ``VEC`` is the largest power
+    of two up to 16 bytes of elements dividing all of those
+    (:func:`kernel_portfolio.plans.vec_width`); a matrix without a unit
+    stride adds nothing (it is read element by element whatever ``VEC`` is).
+    """
+    (M, K), N = a.shape, b.shape[1]
+    units, aligned = [], []
+    for (s0, s1), (n0, n1) in ((a.stride(), (M, K)), (b.stride(), (K, N)), (out.stride(), (M, N))):
+        if s1 == 1:
+            units.append(1)
+            aligned += (s0, n1)
+        elif s0 == 1:
+            units.append(0)
+            aligned += (s1, n0)
+        else:
+            units.append(-1)
+    vec = plans.vec_width(a.element_size(), aligned[0], aligned[1:]) if aligned else 1
+    return {"A_UNIT": units[0], "B_UNIT": units[1], "C_UNIT": units[2], "VEC": vec}
+
+
 def _tma_supported(a: torch.Tensor) -> bool:
-    """Whether the Hopper path exists for ``a``'s device and dtype."""
-    if interpreter_enabled() or a.device.type != "cuda":
+    """Whether the Hopper path exists for ``a``'s device and dtype (when not interpreting)."""
+    if a.device.type != "cuda":
         return False
     return a.dtype in (torch.float16, torch.bfloat16) and _compute_major(a.device.index) == 9
 
@@ -457,15 +557,16 @@ def _launch_matmul(
     if K == 0:
         out.zero_()
         return
+    interpreter = interpreter_enabled()  # one environment lookup per call
     layouts = [_tma_layout(t) for t in (a, b, out)]
     usable = all(layout is not None for layout in layouts) and not layouts[2][0]
     if path == "auto":
-        path = "tma" if usable and _tma_supported(a) else "pointer"
+        path = "tma" if usable and not interpreter and _tma_supported(a) else "pointer"
     if path not in ("tma", "pointer"):
         raise ValueError(f"path must be 'auto', 'tma' or 'pointer', got {path!r}")
     if path == "tma" and a.dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"path='tma' supports float16 and bfloat16, not {a.dtype}")
-    if config is None and interpreter_enabled():
+    if config is None and interpreter:
         config = INTERPRETER_CONFIGS[path]
     buckets = {"M_BUCKET": _bucket(M), "K_BUCKET": _bucket(K)}
 
@@ -473,8 +574,8 @@ def _launch_matmul(
         precision = "tf32" if allow_tf32 and a.dtype == torch.float32 else "ieee"
         kernel = _matmul_tuned if config is None else _matmul_kernel
         extra = {} if config is None else _fixed_config_kwargs(config)
-        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-        wrap_triton(kernel)[grid](
+        grid = lambda meta: (plans.cdiv(M, meta["BLOCK_M"]) * plans.cdiv(N, meta["BLOCK_N"]),)
+        launchable(kernel)[grid](
             a,
             b,
             out,
@@ -486,7 +587,8 @@ def _launch_matmul(
             *out.stride(),
             **buckets,
             INPUT_PRECISION=precision,
-            WIDEN_OPERANDS=_widen_operands(a.dtype),
+            WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
+            **_pointer_layout(a, b, out),
             **extra,
         )
         return
@@ -497,7 +599,7 @@ def _launch_matmul(
             "and a 16-byte aligned start for a, b and a row-major out"
         )
     (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
-    if interpreter_enabled():
+    if interpreter:
         num_sms = _INTERPRETER_SMS
     else:
         num_sms = _sm_count(torch.cuda.current_device())  # a's device, under device_guard
@@ -506,7 +608,7 @@ def _launch_matmul(
     extra = {} if config is None else _fixed_config_kwargs(config)
     # A program that finds no tile exits at once, so the grid is simply one
     # program per multiprocessor: no size-dependent grid, nothing to guard.
-    wrap_triton(kernel)[(num_sms,)](
+    launchable(kernel)[(num_sms,)](
         a,
         b,
         out,
@@ -520,7 +622,7 @@ def _launch_matmul(
         A_COL_MAJOR=a_col,
         B_COL_MAJOR=b_col,
         NUM_SMS=num_sms,
-        WIDEN_OPERANDS=_widen_operands(a.dtype),
+        WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
         **extra,
     )
 
@@ -531,8 +633,8 @@ def _launch_matmul(
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, allow_tf32: bool) -> torch.Tensor:
-    """``a @ b`` in a new tensor: the body of ``kp::matmul`` and the direct route."""
-    out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    """``a @ b`` in a new tensor: the body of ``kp::matmul`` and of the eager routes."""
+    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
     with device_guard(a):
         _launch_matmul(a, b, out, allow_tf32=allow_tf32)
     return out
@@ -544,25 +646,33 @@ def _matmul_op(a: torch.Tensor, b: torch.Tensor, *, allow_tf32: bool = False) ->
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, allow_tf32: bool) -> torch.Tensor:
-    """``a @ b`` by the direct route when nothing needs the op, else through ``kp::matmul``.
+    """``a @ b`` by the route its context allows (:func:`kernel_portfolio.contracts.eager_route`).
 
-    The direct route launches the kernels as the op's eager body does (with
-    ``wrap_triton`` off, so no tracing wrapper runs) and skips the dispatcher,
-    whose host time per call can be as long as a mid-sized product on the
-    GPU. The backward products take it too: autograd runs them with grad
-    disabled.
+    The eager routes (the launcher directly when autograd will not record,
+    else the autograd Function :class:`_Matmul`) skip the dispatcher and its
+    autograd wrapper, whose host time per call can be as long as a mid-sized
+    product on the GPU. The public function and both backwards use this, so
+    the backward products take the route of their own context (autograd runs
+    them with grad disabled: the direct one, in eager code).
     """
     if direct_route(a, b):
         with direct_launches():
             return _matmul(a, b, allow_tf32)
+    if eager_route():
+        return _Matmul.apply(a, b, allow_tf32)
     return torch.ops.kp.matmul(a, b, allow_tf32=allow_tf32)
+
+
+def _save(ctx, a: torch.Tensor, b: torch.Tensor, allow_tf32: bool) -> None:
+    """Save what the backward needs: ``a`` only for ``dB``, ``b`` only for ``dA``."""
+    need_a, need_b = ctx.needs_input_grad[:2]
+    ctx.save_for_backward(a if need_b else None, b if need_a else None)
+    ctx.allow_tf32 = allow_tf32
 
 
 def _setup_context(ctx, inputs, keyword_only_inputs, output) -> None:
     a, b = inputs
-    need_a, need_b = ctx.needs_input_grad[:2]
-    ctx.save_for_backward(a if need_b else None, b if need_a else None)
-    ctx.allow_tf32 = keyword_only_inputs["allow_tf32"]
+    _save(ctx, a, b, keyword_only_inputs["allow_tf32"])
 
 
 def _backward(ctx, grad_c):
@@ -576,6 +686,21 @@ def _backward(ctx, grad_c):
 
 
 _matmul_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _Matmul(torch.autograd.Function):
+    """``matmul`` on the eager route: the launcher without the dispatcher; one backward."""
+
+    @staticmethod
+    def forward(ctx, a, b, allow_tf32):
+        with direct_launches():
+            out = _matmul(a, b, allow_tf32)
+        _save(ctx, a, b, allow_tf32)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_c):
+        return (*_backward(ctx, grad_c), None)
 
 
 # ---------------------------------------------------------------------------

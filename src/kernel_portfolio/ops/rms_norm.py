@@ -70,12 +70,16 @@ batch size reuses the compiled kernels; only ``plan="auto"`` switching between
 the ``looped`` and ``split`` kernels for rows wider than the block limit
 compiles the other kernel, once.
 
-Two routes to one launcher. The public functions call it directly when
-nothing needs the custom ops (eager, no autograd recording:
-:func:`kernel_portfolio.contracts.direct_route`), since the ``torch.ops``
-dispatcher costs tens of microseconds of host time per call; under
-``torch.compile`` or when autograd records they go through ``kp::rms_norm``
-and ``kp::residual_rms_norm``, whose bodies are the same code.
+Three routes to one set of launchers
+(:func:`kernel_portfolio.contracts.eager_route`). In eager code the public
+functions call the launchers directly when autograd will not record, and
+otherwise run autograd Functions of this module whose forward and backward
+call them directly: the ``torch.ops`` dispatcher and its autograd wrapper cost
+far more host time than a small kernel. Under ``torch.compile``, dispatch
+modes and ``torch.func`` they go through ``kp::rms_norm``,
+``kp::residual_rms_norm`` and ``kp::rms_norm_backward``, whose bodies are the
+same code. Every route saves the same tensors and uses the same plan, so all
+give the same bits.
 
 Strides. Inputs of any strides are read in place through their row and
 column strides whenever the leading dimensions collapse into one row stride;
@@ -89,7 +93,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.autograd.function import once_differentiable
+from torch.library import triton_op
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
@@ -99,6 +104,8 @@ from kernel_portfolio.contracts import (
     device_guard,
     direct_launches,
     direct_route,
+    eager_route,
+    launchable,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
@@ -548,17 +555,17 @@ def _forward(
     res = residual if has_res else x
     hh = h if has_res else y
     w = weight if weight is not None else x
-    strides = (x.stride(0), x.stride(1), res.stride(0), res.stride(1))
+    strides = (*x.stride(), *res.stride())  # stride_xm, stride_xn, stride_rm, stride_rn
     consts = {
         "HAS_RESIDUAL": has_res,
         "BLOCK": plan.block,
-        "VEC": plans.vec_width(x.element_size(), n_cols, (x.stride(0), res.stride(0))),
+        "VEC": plans.vec_width(x.element_size(), n_cols, strides[::2]),  # row strides
         "num_warps": plan.num_warps,
     }
     with device_guard(x):
         if plan.kind != "split":
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
-            wrap_triton(_fwd_kernel)[grid](
+            launchable(_fwd_kernel)[grid](
                 x,
                 res,
                 w,
@@ -577,10 +584,10 @@ def _forward(
         chunks_per_split, n_split = _split(n_cols, plan)
         ss = torch.empty((n_rows, n_split), dtype=torch.float32, device=x.device)
         grid = (n_rows, n_split)
-        wrap_triton(_fwd_partial_kernel)[grid](
+        launchable(_fwd_partial_kernel)[grid](
             x, res, hh, ss, n_cols, chunks_per_split, *strides, **consts
         )
-        wrap_triton(_fwd_split_kernel)[grid](
+        launchable(_fwd_split_kernel)[grid](
             x,
             w,
             y,
@@ -627,8 +634,8 @@ def _backward(
     n_parts = min(n_rows, max(1, plans.cdiv(BWD_PROGRAMS_PER_SM * sms, n_split)))
     f32 = {"dtype": torch.float32, "device": h.device}
     dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
-    strides = (dy.stride(0), dy.stride(1), h.stride(0), h.stride(1))
-    vec = plans.vec_width(h.element_size(), n_cols, (dy.stride(0), h.stride(0), dhh.stride(0)))
+    strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
+    vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
     consts = {
         "HAS_WEIGHT": weight is not None,
         "BLOCK": plan.block,
@@ -640,10 +647,10 @@ def _backward(
             dot = rstd  # not read: mean(g * h) comes from the row in registers
         else:
             dot = torch.empty((n_rows, n_split), **f32)
-            wrap_triton(_bwd_dot_kernel)[(n_rows, n_split)](
+            launchable(_bwd_dot_kernel)[(n_rows, n_split)](
                 dy, h, w, dot, n_cols, chunks_per_split, *strides, **consts
             )
-        wrap_triton(_bwd_kernel)[(n_parts, n_split)](
+        launchable(_bwd_kernel)[(n_parts, n_split)](
             dy,
             h,
             w,
@@ -656,18 +663,20 @@ def _backward(
             n_cols,
             chunks_per_split,
             *strides,
-            dhh.stride(0),
-            dhh.stride(1),
+            *dhh.stride(),
             HAS_DH=dh is not None,
             ONE_CHUNK=one_chunk,
             MAX_PARTIALS=plans.MAX_SPLITS,
             **consts,
         )
         if dw is not None:
-            # About four column blocks per SM, each summing every partial row.
-            block_n = triton.next_power_of_2(plans.cdiv(n_cols, 4 * sms))
-            block_n = min(REDUCE_TILE, max(32, block_n))
-            wrap_triton(_dw_reduce_kernel)[(plans.cdiv(n_cols, block_n),)](
+            # About four column blocks per SM, each summing every partial row:
+            # the power of two covering n_cols / (4 * SMs), within 32..REDUCE_TILE
+            # (a loop, as triton.next_power_of_2 costs microseconds per call).
+            block_n, want = 32, plans.cdiv(n_cols, 4 * sms)
+            while block_n < want and block_n < REDUCE_TILE:
+                block_n *= 2
+            launchable(_dw_reduce_kernel)[(plans.cdiv(n_cols, block_n),)](
                 dw_part,
                 dw,
                 n_parts,
@@ -686,23 +695,50 @@ def _backward(
 # plan is chosen inside the op body, which torch.compile runs as plain Python.
 
 
+def _as_launched(t: torch.Tensor, rows: torch.Size) -> torch.Tensor:
+    """A new contiguous output ``t`` as the launchers see it, ``rows``: itself when 2-D."""
+    return t if t.dim() == 2 else t.view(*rows)
+
+
 def _rms_norm(
     x: torch.Tensor,
     residual: torch.Tensor | None,
     weight: torch.Tensor | None,
     eps: float,
-    plan: str | plans.RowPlan,
+    plan: plans.RowPlan,
+    like: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """``(y, h, rstd)`` of 2-D rows (``h`` is None without a residual).
+    """``(y, h, rstd)`` of the 2-D rows ``x`` (``h`` is None without a residual).
 
-    The body of ``kp::rms_norm`` and ``kp::residual_rms_norm``, and the direct route.
+    ``y`` and ``h`` are new contiguous tensors shaped like ``like``: ``x``
+    itself for the custom ops, the caller's tensor for the eager routes. The
+    body of ``kp::rms_norm`` and ``kp::residual_rms_norm``, and of the eager
+    routes.
     """
-    plan = plans.choose_for(x, plan)
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    h = torch.empty(x.shape, dtype=x.dtype, device=x.device) if residual is not None else None
+    y = torch.empty_like(like, memory_format=torch.contiguous_format)
+    h = torch.empty_like(y) if residual is not None else None
     rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
-    _forward(x, residual, weight, eps, plan, y, h, rstd)
+    h2d = _as_launched(h, x.shape) if h is not None else None
+    _forward(x, residual, weight, eps, plan, _as_launched(y, x.shape), h2d, rstd)
     return y, h, rstd
+
+
+def _rms_norm_grad(
+    dy: torch.Tensor,
+    h: torch.Tensor,
+    weight: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    plan: plans.RowPlan,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(dx, dweight)`` of 2-D rows; ``dweight`` is empty (shape ``(0,)``) without a weight.
+
+    The body of ``kp::rms_norm_backward`` and of the eager backward.
+    """
+    dx = torch.empty_like(h, memory_format=torch.contiguous_format)
+    dw = torch.empty(h.shape[1] if weight is not None else 0, dtype=h.dtype, device=h.device)
+    _backward(dy, h, weight, rstd, dh, plan, dx, dw if weight is not None else None)
+    return dx, dw
 
 
 @triton_op("kp::rms_norm", mutates_args=())
@@ -715,8 +751,8 @@ def _rms_norm_op(
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    plan = plans.from_op_args(kind, block, num_warps, splits)
-    y, _, rstd = _rms_norm(x, None, weight, eps, plan)
+    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
+    y, _, rstd = _rms_norm(x, None, weight, eps, plan, x)
     return y, rstd
 
 
@@ -731,7 +767,8 @@ def _residual_rms_norm_op(
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _rms_norm(x, residual, weight, eps, plans.from_op_args(kind, block, num_warps, splits))
+    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
+    return _rms_norm(x, residual, weight, eps, plan, x)
 
 
 @triton_op("kp::rms_norm_backward", mutates_args=())
@@ -748,10 +785,7 @@ def _rms_norm_backward_op(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns ``(dx, dweight)``; ``dweight`` is empty (shape ``(0,)``) without a weight."""
     plan = plans.choose_for(h, plans.from_op_args(kind, block, num_warps, splits))
-    dx = torch.empty(h.shape, dtype=h.dtype, device=h.device)
-    dw = torch.empty(h.shape[1] if weight is not None else 0, dtype=h.dtype, device=h.device)
-    _backward(dy, h, weight, rstd, dh, plan, dx, dw if weight is not None else None)
-    return dx, dw
+    return _rms_norm_grad(dy, h, weight, rstd, dh, plan)
 
 
 def _setup_rms_norm(ctx, inputs, output) -> None:
@@ -762,7 +796,7 @@ def _setup_rms_norm(ctx, inputs, output) -> None:
     ctx.plan_args = plan_args
 
 
-def _rms_norm_grad(ctx, dy, _drstd):
+def _rms_norm_op_grad(ctx, dy, _drstd):
     x, weight, rstd = ctx.saved_tensors
     dx, dw = torch.ops.kp.rms_norm_backward(dy, x, weight, rstd, None, *ctx.plan_args)
     return dx, (dw if weight is not None else None), None, None, None, None, None
@@ -776,16 +810,89 @@ def _setup_residual_rms_norm(ctx, inputs, output) -> None:
     ctx.plan_args = plan_args
 
 
-def _residual_rms_norm_grad(ctx, dy, dh, _drstd):
+def _residual_rms_norm_op_grad(ctx, dy, dh, _drstd):
     h, weight, rstd = ctx.saved_tensors
     dx, dw = torch.ops.kp.rms_norm_backward(dy, h, weight, rstd, dh, *ctx.plan_args)
     return dx, dx, (dw if weight is not None else None), None, None, None, None, None
 
 
-_rms_norm_op.register_autograd(_rms_norm_grad, setup_context=_setup_rms_norm)
+_rms_norm_op.register_autograd(_rms_norm_op_grad, setup_context=_setup_rms_norm)
 _residual_rms_norm_op.register_autograd(
-    _residual_rms_norm_grad, setup_context=_setup_residual_rms_norm
+    _residual_rms_norm_op_grad, setup_context=_setup_residual_rms_norm
 )
+
+
+# ---------------------------------------------------------------------------
+# Eager routes (contracts.direct_route, contracts.eager_route)
+# ---------------------------------------------------------------------------
+# The same launchers, saved tensors and plan as the custom ops, without the
+# dispatcher. Inputs arrive in the caller's shape and outputs leave in it (no
+# view nodes in the graph); the launchers see 2-D rows.
+
+
+def _eager_forward(x, residual, weight, eps, plan):
+    """``(x rows, plan, y, h, rstd)``: the direct route and the eager forward.
+
+    ``y`` and ``h`` have ``x``'s shape; ``plan`` is the chosen :class:`RowPlan`.
+    """
+    x2d = plans.as_rows(x)
+    plan = plans.choose_for(x2d, plan)
+    r2d = plans.as_rows(residual) if residual is not None else None
+    with direct_launches():
+        y, h, rstd = _rms_norm(x2d, r2d, weight, eps, plan, x)
+    return x2d, plan, y, h, rstd
+
+
+def _eager_grad(dy, h, weight, rstd, dh, plan: plans.RowPlan, shape: torch.Size):
+    """``(dx, dweight)`` of the eager backward: ``dx`` in ``shape``; ``dweight`` None if no weight.
+
+    A backward replayed under a dispatch mode (compiled autograd) goes through
+    ``kp::rms_norm_backward``, as the custom op's own backward does.
+    """
+    dy = plans.as_rows(dy)
+    dh = plans.as_rows(dh) if dh is not None else None
+    if eager_route():
+        with direct_launches():
+            dx, dw = _rms_norm_grad(dy, h, weight, rstd, dh, plan)
+    else:
+        dx, dw = torch.ops.kp.rms_norm_backward(dy, h, weight, rstd, dh, *plans.to_op_args(plan))
+    return (dx if len(shape) == 2 else dx.view(shape)), (dw if weight is not None else None)
+
+
+class _RMSNorm(torch.autograd.Function):
+    """``rms_norm`` on the eager route; saves ``(x rows, weight, rstd)`` as the custom op does."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps, plan):
+        x2d, plan, y, _, rstd = _eager_forward(x, None, weight, eps, plan)
+        ctx.save_for_backward(x2d, weight, rstd)
+        ctx.plan, ctx.shape = plan, x.shape
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x2d, weight, rstd = ctx.saved_tensors
+        dx, dw = _eager_grad(dy, x2d, weight, rstd, None, ctx.plan, ctx.shape)
+        return dx, dw, None, None
+
+
+class _ResidualRMSNorm(torch.autograd.Function):
+    """``residual_rms_norm`` on the eager route; saves ``(h, weight, rstd)`` as the op does."""
+
+    @staticmethod
+    def forward(ctx, x, residual, weight, eps, plan):
+        _, plan, y, h, rstd = _eager_forward(x, residual, weight, eps, plan)
+        ctx.save_for_backward(h, weight, rstd)
+        ctx.plan, ctx.shape = plan, x.shape
+        return y, h
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy, dh):
+        h, weight, rstd = ctx.saved_tensors
+        dx, dw = _eager_grad(dy, plans.as_rows(h), weight, rstd, dh, ctx.plan, ctx.shape)
+        return dx, dx, dw, None, None
 
 
 # ---------------------------------------------------------------------------
@@ -793,11 +900,9 @@ _residual_rms_norm_op.register_autograd(
 # ---------------------------------------------------------------------------
 
 
-def _rows(x: torch.Tensor) -> torch.Tensor:
-    """``x`` as ``(n_rows, n_cols)`` (:func:`kernel_portfolio.plans.as_rows`)."""
+def _check_rows(x: torch.Tensor) -> None:
     if x.dim() == 0:
         raise ValueError("x must have at least one dimension (the normalised one), got a scalar")
-    return plans.as_rows(x)
 
 
 def _check_weight(weight: object, x: torch.Tensor) -> torch.Tensor | None:
@@ -859,14 +964,14 @@ def rms_norm(
         >>> y = kp.rms_norm(x, weight)   # x: (tokens, 4096), weight: (4096,)
     """
     check_tensor(x, "x")
-    x2d = _rows(x)
+    _check_rows(x)
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, weight):
-        with direct_launches():
-            y, _, _ = _rms_norm(x2d, None, weight, eps, plan)
-    else:
-        y, _ = torch.ops.kp.rms_norm(x2d, weight, eps, *plans.to_op_args(plan))
+        return _eager_forward(x, None, weight, eps, plan)[2]
+    if eager_route():
+        return _RMSNorm.apply(x, weight, eps, plan)
+    y, _ = torch.ops.kp.rms_norm(plans.as_rows(x), weight, eps, *plans.to_op_args(plan))
     return y.view(x.shape)
 
 
@@ -921,12 +1026,13 @@ def residual_rms_norm(
             f"residual has shape {tuple(residual.shape)} but x has shape {tuple(x.shape)}; "
             "they must match"
         )
-    x2d, r2d = _rows(x), _rows(residual)
+    _check_rows(x)
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, residual, weight):
-        with direct_launches():
-            y, h, _ = _rms_norm(x2d, r2d, weight, eps, plan)
-    else:
-        y, h, _ = torch.ops.kp.residual_rms_norm(x2d, r2d, weight, eps, *plans.to_op_args(plan))
+        return _eager_forward(x, residual, weight, eps, plan)[2:4]
+    if eager_route():
+        return _ResidualRMSNorm.apply(x, residual, weight, eps, plan)
+    x2d, r2d = plans.as_rows(x), plans.as_rows(residual)
+    y, h, _ = torch.ops.kp.residual_rms_norm(x2d, r2d, weight, eps, *plans.to_op_args(plan))
     return y.view(x.shape), h.view(x.shape)

@@ -16,11 +16,13 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
   a second kernel adds a row's ``S`` partials and writes the result:
   ``MNb + 8MS + M b_out``.
 
-The public function reaches the launcher by one of two routes, as in
-:mod:`kernel_portfolio.ops.softmax`: directly when nothing needs the custom op
-(:func:`kernel_portfolio.contracts.direct_route`; the ``torch.ops`` dispatcher
-costs tens of microseconds of host time per call), through ``kp::row_sum``
-under ``torch.compile`` or when autograd records.
+The public function reaches the launcher by one of three routes, as in
+:mod:`kernel_portfolio.ops.softmax` (:func:`kernel_portfolio.contracts.eager_route`):
+in eager code directly when autograd will not record, else through an
+autograd Function of this module that calls it directly (the ``torch.ops``
+dispatcher and its autograd wrapper cost far more host time than the kernel);
+under ``torch.compile``, dispatch modes and ``torch.func`` through the custom
+op ``kp::row_sum``, whose body is the same code.
 
 Specialisation, strides and int64 offsets follow :mod:`kernel_portfolio.ops.softmax`:
 ``BLOCK``, ``VEC`` and the warp count are compiled in; the row count, row
@@ -35,7 +37,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.library import triton_op
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
@@ -44,6 +46,8 @@ from kernel_portfolio.contracts import (
     device_guard,
     direct_launches,
     direct_route,
+    eager_route,
+    launchable,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
@@ -159,14 +163,14 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
         if plan.kind in ("block", "looped"):
             kernel = _block_kernel if plan.kind == "block" else _looped_kernel
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
-            wrap_triton(kernel)[grid](x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts)
+            launchable(kernel)[grid](x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         partial = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
-        wrap_triton(_split_partial_kernel)[(n_rows, n_splits)](
+        launchable(_split_partial_kernel)[(n_rows, n_splits)](
             x2, partial, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
         )
-        wrap_triton(_split_merge_kernel)[(n_rows,)](
+        launchable(_split_merge_kernel)[(n_rows,)](
             partial, out, n_splits, MAX_SPLITS=plans.MAX_SPLITS
         )
 
@@ -177,7 +181,7 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
 
 
 def _row_sum(x: torch.Tensor, dtype: torch.dtype | None, plan: str | plans.RowPlan) -> torch.Tensor:
-    """The sums of ``x``'s rows: the body of ``kp::row_sum`` and the direct route."""
+    """The sums of ``x``'s rows: the body of ``kp::row_sum`` and of the eager routes."""
     out = torch.empty(x.shape[:-1], dtype=dtype if dtype is not None else x.dtype, device=x.device)
     _launch_row_sum(x, out, plans.choose_for(x, plan))
     return out
@@ -195,17 +199,41 @@ def _row_sum_op(
     return _row_sum(x, dtype, plans.from_op_args(kind, block, num_warps, splits))
 
 
+def _grad(dout: torch.Tensor, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+    """The gradient of a row sum: ``dout`` in ``dtype``, broadcast along the summed dimension."""
+    return dout.to(dtype).unsqueeze(-1).expand(shape)
+
+
 def _setup_context(ctx, inputs, output) -> None:
     x = inputs[0]
     ctx.x_shape, ctx.x_dtype = x.shape, x.dtype
 
 
 def _backward(ctx, dout):
-    dx = dout.to(ctx.x_dtype).unsqueeze(-1).expand(ctx.x_shape)
-    return dx, None, None, None, None, None
+    return _grad(dout, ctx.x_shape, ctx.x_dtype), None, None, None, None, None
 
 
 _row_sum_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---------------------------------------------------------------------------
+# Eager route with autograd (contracts.eager_route)
+# ---------------------------------------------------------------------------
+
+
+class _RowSum(torch.autograd.Function):
+    """``row_sum`` on the eager route: the launcher without the dispatcher."""
+
+    @staticmethod
+    def forward(ctx, x, dtype, plan):
+        with direct_launches():
+            out = _row_sum(x, dtype, plan)
+        ctx.x_shape, ctx.x_dtype = x.shape, x.dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        return _grad(dout, ctx.x_shape, ctx.x_dtype), None, None
 
 
 # ---------------------------------------------------------------------------
@@ -262,4 +290,6 @@ def row_sum(
     if direct_route(x):
         with direct_launches():
             return _row_sum(rows, dtype, plan)
+    if eager_route():
+        return _RowSum.apply(rows, dtype, plan)
     return torch.ops.kp.row_sum(rows, dtype, *plans.to_op_args(plan))

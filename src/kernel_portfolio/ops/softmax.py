@@ -44,12 +44,15 @@ contiguous vector loads, any other stride to a strided variant. A prior
 project found runtime widths slow where a row does not fill its block; the
 specialisation case study measures this choice on the H200.
 
-One launcher, two routes to it. The public function calls the launcher
-directly when nothing needs the custom op (eager, no autograd recording:
-:func:`kernel_portfolio.contracts.direct_route`), because the ``torch.ops``
-dispatcher costs tens of microseconds of host time per call, as much as a
-small softmax takes on the GPU. Under ``torch.compile`` or when autograd
-records, it goes through ``kp::softmax``, whose body is the same code.
+One set of launchers, three routes to it
+(:func:`kernel_portfolio.contracts.eager_route`). In eager code the public
+function calls the launchers directly when autograd will not record, and
+otherwise runs an autograd Function of this module whose forward and backward
+call them directly: the ``torch.ops`` dispatcher and its autograd wrapper cost
+far more host time than a small softmax takes on the GPU. Under
+``torch.compile``, dispatch modes and ``torch.func`` it goes through
+``kp::softmax`` and ``kp::softmax_backward``, whose bodies are the same code.
+Every route saves ``y`` and uses the same plan, so all give the same bits.
 
 Inputs of any strides are read in place through ``(stride_xm, stride_xn)``
 whenever the leading dimensions collapse into one row stride; otherwise
@@ -62,7 +65,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
+from torch.autograd.function import once_differentiable
+from torch.library import triton_op
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
@@ -71,6 +75,8 @@ from kernel_portfolio.contracts import (
     device_guard,
     direct_launches,
     direct_route,
+    eager_route,
+    launchable,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
@@ -415,16 +421,16 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
         if plan.kind in ("block", "looped"):
             kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
-            wrap_triton(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
+            launchable(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_max = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
         part_sum = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
         grid = (n_rows, n_splits)
-        wrap_triton(_fwd_split_stats_kernel)[grid](
+        launchable(_fwd_split_stats_kernel)[grid](
             x2, part_max, part_sum, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
         )
-        wrap_triton(_fwd_split_write_kernel)[grid](
+        launchable(_fwd_split_write_kernel)[grid](
             x2,
             y,
             part_max,
@@ -463,15 +469,15 @@ def _launch_backward(
         if plan.kind in ("block", "looped"):
             kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
-            wrap_triton(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
+            launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_dot = torch.empty((n_rows, n_splits), dtype=torch.float32, device=y.device)
         grid = (n_rows, n_splits)
-        wrap_triton(_bwd_split_dot_kernel)[grid](
+        launchable(_bwd_split_dot_kernel)[grid](
             y2, dy2, part_dot, n_cols, *strides, chunks_per_split, **consts
         )
-        wrap_triton(_bwd_split_write_kernel)[grid](
+        launchable(_bwd_split_write_kernel)[grid](
             y2,
             dy2,
             dx,
@@ -490,18 +496,25 @@ def _launch_backward(
 # ---------------------------------------------------------------------------
 
 
-def _forward(x: torch.Tensor, plan: str | plans.RowPlan) -> torch.Tensor:
-    """The softmax of ``x``'s rows: the body of ``kp::softmax`` and the direct route."""
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    _launch_forward(x, y, plans.choose_for(x, plan))
+def _forward(x: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """The softmax of ``x``'s rows: the body of ``kp::softmax`` and of the eager routes."""
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _launch_forward(x, y, plan)
     return y
+
+
+def _backward_rows(y: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """``dx`` from ``y`` and ``dy``: the body of ``kp::softmax_backward`` and the eager backward."""
+    dx = torch.empty_like(y, memory_format=torch.contiguous_format)
+    _launch_backward(y, dy, dx, plan)
+    return dx
 
 
 @triton_op("kp::softmax", mutates_args=())
 def _softmax_op(
     x: torch.Tensor, kind: str, block: int, num_warps: int, splits: int
 ) -> torch.Tensor:
-    return _forward(x, plans.from_op_args(kind, block, num_warps, splits))
+    return _forward(x, plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits)))
 
 
 @triton_op("kp::softmax_backward", mutates_args=())
@@ -509,9 +522,7 @@ def _softmax_backward_op(
     y: torch.Tensor, dy: torch.Tensor, kind: str, block: int, num_warps: int, splits: int
 ) -> torch.Tensor:
     plan = plans.choose_for(y, plans.from_op_args(kind, block, num_warps, splits))
-    dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
-    _launch_backward(y, dy, dx, plan)
-    return dx
+    return _backward_rows(y, dy, plan)
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -526,6 +537,34 @@ def _backward(ctx, dy):
 
 
 _softmax_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---------------------------------------------------------------------------
+# Eager route with autograd (contracts.eager_route)
+# ---------------------------------------------------------------------------
+
+
+class _Softmax(torch.autograd.Function):
+    """``softmax`` on the eager route: saves ``y`` and the plan, as ``kp::softmax`` does."""
+
+    @staticmethod
+    def forward(ctx, x, plan):
+        plan = plans.choose_for(x, plan)
+        with direct_launches():
+            y = _forward(x, plan)
+        ctx.save_for_backward(y)
+        ctx.plan = plan
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        if eager_route():
+            with direct_launches():
+                return _backward_rows(y, dy, ctx.plan), None
+        # A backward replayed under a dispatch mode (compiled autograd).
+        return torch.ops.kp.softmax_backward(y, dy, *plans.to_op_args(ctx.plan)), None
 
 
 # ---------------------------------------------------------------------------
@@ -584,7 +623,9 @@ def softmax(x: torch.Tensor, dim: int = -1, plan: str | plans.RowPlan = "auto") 
     rows = x.reshape(1) if x.ndim == 0 else x if last else x.movedim(dim, -1)
     if direct_route(x):
         with direct_launches():
-            y = _forward(rows, plan)
+            y = _forward(rows, plans.choose_for(rows, plan))
+    elif eager_route():
+        y = _Softmax.apply(rows, plan)
     else:
         y = torch.ops.kp.softmax(rows, *plans.to_op_args(plan))
     if x.ndim == 0:
