@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Final GPU checks on one H200, in one command of at most about 7 minutes:
+# Final GPU checks on an H200 machine (two GPUs for the cuda:1 tests), one command of
+# at most about 7 minutes:
 #   (a) the GPU test files (pytest, 60 s per test, 330 s in all) -> $OUT/gpu-tests.log
 #   (b) every kernel path once under compute-sanitizer memcheck (90 s) -> $OUT/memcheck.log
 # plus $OUT/gpu-final.log (status lines of both steps and what the machine is).
@@ -23,7 +24,7 @@ python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", tr
 # fails a hung test on its own. The outer limit sends SIGINT, which pytest takes as
 # KeyboardInterrupt: it still prints the -rf summary and writes the JUnit XML (SIGKILL
 # 5 s later only if that hangs). Test files that import plotly are not collected
-# (plotly is not installed on the GPU machine). The four files take about 4-5 minutes
+# (plotly is not installed on the GPU machine). The five files take about 4-5 minutes
 # one after another (mostly Triton compiles and float64 references on the CPU), so they
 # run in 6 pytest-xdist workers (installed there) sharing the one GPU: these tests
 # check results, not speed. KP_GPU_TEST_WORKERS=0 runs them in one process instead.
@@ -32,7 +33,7 @@ timeout -s INT -k 5 "${KP_GPU_TEST_LIMIT_S:-330}" python3 -m pytest -q -rf -p no
     -n "${KP_GPU_TEST_WORKERS:-6}" \
     --junitxml="$OUT/gpu-tests.xml" \
     tests/test_gpu_rows.py tests/test_gpu_rms_norm.py tests/test_gpu_add_matmul.py \
-    tests/test_gpu_bench_smoke.py 2>&1 | tee "$OUT/gpu-tests.log"
+    tests/test_gpu_bench_smoke.py tests/test_routes.py 2>&1 | tee "$OUT/gpu-tests.log"
 tests_rc=${PIPESTATUS[0]}
 note "gpu tests: exit $tests_rc ($(($(date +%s) - start)) s; 124 or 137: stopped by the time limit)"
 grep -E '^(FAILED|ERROR) |^[0-9]+ (passed|failed)|[0-9]+ (passed|failed|error)' \

@@ -9,6 +9,8 @@ across batch sizes, and an addition past 2^31 elements.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 from kp_testing import assert_matches, poison
@@ -198,6 +200,35 @@ def test_matmul_opcheck(dtype):
     a, b = _operands(256, 128, 192, dtype, "cuda")
     opcheck(torch.ops.kp.matmul.default, (a.requires_grad_(), b.requires_grad_()))
     opcheck(torch.ops.kp.matmul.default, (a, b.detach().t().contiguous().t()), {"allow_tf32": True})
+
+
+@hopper_only
+def test_tma_kernel_launches_from_a_thread_that_never_called_matmul():
+    # What a traced backward does in autograd's thread: the kernel itself,
+    # launched without the launcher (which used to set the allocator), in a
+    # thread whose allocator context is fresh.
+    a, b = _operands(256, 128, 192, torch.bfloat16, "cuda")
+    out = poison(torch.empty(256, 128, dtype=torch.bfloat16, device="cuda"))
+    (a_col, stride_a), (b_col, stride_b), (_, stride_c) = (mm._tma_layout(t) for t in (a, b, out))
+    config = mm._fixed_config_kwargs(mm._tma_config(64, 64, 64, 4, 3))
+    errors = []
+
+    def launch():
+        try:
+            mm._matmul_tma_kernel[(4,)](
+                a, b, out, 256, 128, 192, stride_a, stride_b, stride_c, M_BUCKET=256,
+                K_BUCKET=256, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=4,
+                WIDEN_OPERANDS=False, **config,
+            )  # fmt: skip
+            torch.cuda.synchronize()
+        except Exception as error:  # reported in the main thread
+            errors.append(error)
+
+    thread = threading.Thread(target=launch)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+    assert_matches(out, reference.matmul(a, b), torch.bfloat16, tol=_tol(torch.bfloat16, 192))
 
 
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))

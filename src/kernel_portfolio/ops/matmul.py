@@ -17,7 +17,8 @@ Two kernels, chosen by the launcher:
   at a time, so the rows of ``A`` and columns of ``B`` in flight stay in L2).
   Tiles move through the tensor-memory accelerator: tensor descriptors are
   built on the device (``tl.make_tensor_descriptor``; Triton asks
-  ``triton.set_allocator`` for their scratch space), the copy engine fills
+  ``triton.set_allocator`` for their scratch space, which a pre-run hook of
+  the kernel sets in whichever thread launches it), the copy engine fills
   zeros past the matrix edges, and the stores are clipped. A transposed
   operand is described in its own memory layout and its tile transposed in
   shared memory, so ``a.T`` and ``b.T`` views are read in place. Needs every
@@ -413,6 +414,27 @@ INTERPRETER_CONFIGS = {
     "tma": _tma_config(32, 32, 32, 4, 1),
 }
 
+
+def _tma_scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    """Scratch memory for the device-side tensor descriptors (``triton.set_allocator``)."""
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def _set_tma_allocator(*args, **kwargs) -> None:
+    """Give the thread that launches the Hopper kernel the allocator its descriptors need.
+
+    ``triton.set_allocator`` holds one allocator per thread (a context
+    variable), and a launch is not always in the thread that called
+    :func:`matmul`: autograd runs a backward traced by ``torch.compile`` or
+    AOTAutograd in a thread of its own, where the launch would find no
+    allocator. As a pre-run hook of the kernel this runs before every launch,
+    in the launching thread, whichever route reached it.
+    """
+    triton.set_allocator(_tma_scratch)
+
+
+_matmul_tma_kernel.add_pre_run_hook(_set_tma_allocator)
+
 _TUNING_KEY = ["M_BUCKET", "N", "K_BUCKET"]
 _matmul_tuned = triton.autotune(
     configs=POINTER_CONFIGS,
@@ -461,11 +483,6 @@ def _widen_operands(dtype: torch.dtype, interpreter: bool) -> bool:
     mantissa), so the interpreter then computes what the GPU computes.
     """
     return interpreter and dtype == torch.bfloat16
-
-
-def _tma_scratch(size: int, alignment: int, stream) -> torch.Tensor:
-    """Scratch memory for the device-side tensor descriptors (``triton.set_allocator``)."""
-    return torch.empty(size, device="cuda", dtype=torch.int8)
 
 
 def _tma_layout(t: torch.Tensor) -> tuple[bool, int] | None:
@@ -599,11 +616,8 @@ def _launch_matmul(
             "and a 16-byte aligned start for a, b and a row-major out"
         )
     (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
-    if interpreter:
-        num_sms = _INTERPRETER_SMS
-    else:
-        num_sms = _sm_count(torch.cuda.current_device())  # a's device, under device_guard
-        triton.set_allocator(_tma_scratch)
+    # Under device_guard the current device is a's.
+    num_sms = _INTERPRETER_SMS if interpreter else _sm_count(torch.cuda.current_device())
     kernel = _matmul_tma_tuned if config is None else _matmul_tma_kernel
     extra = {} if config is None else _fixed_config_kwargs(config)
     # A program that finds no tile exits at once, so the grid is simply one
