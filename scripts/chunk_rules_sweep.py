@@ -1,12 +1,18 @@
 """Chunk rules for wide rows: time every row plan and chunk choice over a grid of shapes.
 
 Re-run on the H200 (two independent runs, each writing
-``results/h200/chunk_rules_run<N>.json`` and ``.log``; the first compiles every
-kernel variant, the second finds them in Triton's on-disk cache, so together
-they take about 6 minutes; ``--budget-s`` caps each)::
+``results/h200/chunk_rules_run<N>.json`` and ``.log``; with every kernel
+variant in Triton's on-disk cache the two take about 7 minutes; ``--budget-s``
+caps each)::
 
-    python scripts/chunk_rules_sweep.py --run 1 --budget-s 180 --out results/h200
-    python scripts/chunk_rules_sweep.py --run 2 --budget-s 140 --out results/h200
+    python scripts/chunk_rules_sweep.py --run 1 --warm-jobs 16 --budget-s 250 --out results/h200
+    python scripts/chunk_rules_sweep.py --run 2 --budget-s 165 --out results/h200
+
+``--warm-jobs N`` first compiles every kernel variant of the grid in N
+processes (each calls every plan once at the cell's width on two rows: the
+row count is a runtime argument, so the variants are the ones the timed cells
+use). Without it a run on a fresh machine spends its budget compiling, one
+variant after another, and times only a few cells.
 
 then fit the rule on run 1 and score it on run 2 (CPU, seconds)::
 
@@ -209,6 +215,59 @@ def run_cell(run: Run, cell: Cell, grid: Grid, seed: int) -> dict:
     return outcomes
 
 
+#: Rows of a warm-pass call: the row count is a runtime argument of every row
+#: kernel, so two rows compile what any row count runs.
+WARM_ROWS = 2
+
+
+def warm_cell(op: str, mode: str, n_cols: int, plans: list, device: str) -> int:
+    """Call ``plans`` once each on a ``WARM_ROWS x n_cols`` input (a warm-pass task).
+
+    Runs in a worker process: compiling is all it is for, so outputs are not
+    checked (the timed pass checks every plan). Returns the number of calls.
+    """
+    import torch
+
+    from kernel_portfolio.bench import runner
+
+    case = Cell(op, mode, WARM_ROWS, n_cols).suite_case()
+    inputs = runner.make_inputs(case, 0, device=device)
+    for plan in plans:
+        call, prepare = runner.make_call(case, plan_fn(op, plan), inputs)
+        if prepare is not None:
+            prepare()
+        call()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return len(plans)
+
+
+def warm_cache(todo: list[Cell], grid: Grid, run: Run, jobs: int) -> int:
+    """Compile every kernel variant the cells in ``todo`` use, in ``jobs`` processes.
+
+    One task per operator, mode and width, holding the union of the plans of
+    its row counts (a split plan's program count is a runtime argument too).
+    Returns the number of plan calls made.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    tasks: dict[tuple, dict] = {}
+    for cell in todo:
+        if cell.n_rows * cell.n_cols * 2 > MAX_TENSOR_BYTES:
+            continue
+        plans = tasks.setdefault((cell.op, cell.mode, cell.n_cols), {})
+        for plan in candidates(cell.n_rows, cell.n_cols, run.sm_count, grid):
+            plans.setdefault((plan.kind, plan.block, plan.num_warps), plan)
+    context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = [
+            pool.submit(warm_cell, op, mode, n_cols, list(plans.values()), run.device)
+            for (op, mode, n_cols), plans in tasks.items()
+        ]
+        return sum(f.result() for f in futures)
+
+
 def case_record(cell: Cell, outcomes: dict, copy_gbps: float) -> dict:
     """The result record of one cell (no ratios: the regret metrics compare the plans)."""
     from kernel_portfolio.bench.records import impl_record
@@ -257,6 +316,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="stop starting new cells after this many seconds; the rest are recorded as skipped",
     )
     parser.add_argument(
+        "--warm-jobs",
+        type=int,
+        default=0,
+        help="compile every kernel variant in this many processes before timing (0: none)",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="tiny grid under TRITON_INTERPRET=1 on the CPU"
     )
     return parser.parse_args(argv)
@@ -283,6 +348,13 @@ def sweep(args: argparse.Namespace, command: str) -> int:
     grid = DRY if args.dry_run else FULL
     seed = args.run if args.seed is None else args.seed
     todo = cells(grid, seed)
+    if args.warm_jobs > 0:
+        warm_start = time.perf_counter()
+        variants = warm_cache(todo, grid, run, args.warm_jobs)
+        run.log(
+            f"warm pass: {variants} plan calls in {args.warm_jobs} processes, "
+            f"{time.perf_counter() - warm_start:.0f} s (not counted in the budget)"
+        )
     run.log(f"run {args.run}, seed {seed}: {len(todo)} cells, budget {args.budget_s:.0f} s")
     records, start = [], time.perf_counter()
     for i, cell in enumerate(todo, 1):

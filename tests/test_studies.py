@@ -405,7 +405,17 @@ def test_specialization_dry_run_writes_a_valid_result(tmp_path):
 @pytest.mark.interpreter
 @dry_run
 def test_chunk_rules_dry_run_writes_a_valid_result(tmp_path):
-    assert chunk_sweep.main(["--run", "1", "--dry-run", "--out", str(tmp_path)]) == 0
+    argv = ["--run", "1", "--dry-run", "--warm-jobs", "1", "--out", str(tmp_path)]
+    assert chunk_sweep.main(argv) == 0
+    # The warm pass called each distinct plan of each operator, mode and width once.
+    grid = chunk_sweep.DRY
+    distinct = {
+        (c.op, c.mode, c.n_cols, p.kind, p.block, p.num_warps)
+        for c in chunk_sweep.cells(grid, 1)
+        for p in chunk_sweep.candidates(c.n_rows, c.n_cols, SM, grid)
+    }
+    log = (tmp_path / "chunk_rules_run1.log").read_text()
+    assert f"warm pass: {len(distinct)} plan calls in 1 processes" in log
     result = load(tmp_path / "chunk_rules_run1.json")
     cases = result.data["cases"]
     assert len(cases) == len(chunk_sweep.OPS) * len(chunk_sweep.MODES) * 2
