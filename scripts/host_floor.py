@@ -1,0 +1,154 @@
+"""Where an eager call's host time goes on the GPU machine: the floors under ``host_us``.
+
+The default suite's ``host_us`` (eager host cost per call, ``bench.timing.host_cost``)
+puts ours several times above torch's. This probe times, with the same loop,
+the pieces any Triton operator pays, so the next change aims at the right one::
+
+    python scripts/host_floor.py            # on the GPU machine; about a minute
+    python scripts/host_floor.py --profile  # plus a cProfile of rms_norm fwd+bwd
+
+Rows (microseconds per call, median of the repeats):
+
+* ``triton launch, 1 arg`` / ``..., 16 args``: a kernel that does nothing,
+  launched through ``JITFunction`` with one pointer, and with as many arguments
+  as the row kernels take (pointers, sizes, strides, constants): Triton's
+  launcher alone.
+* ``torch.empty``: one allocation from the caching allocator.
+* ``autograd.Function fwd+bwd``: an identity Function whose forward and
+  backward do nothing but return, driven as the harness drives a fwd+bwd case
+  (``torch.autograd.backward`` with an upstream gradient): the autograd
+  engine's own cost, the hand-off to its device thread included.
+* ``torch.softmax`` / ``kp.softmax`` and ``F.rms_norm`` / ``kp.rms_norm`` at
+  512x4096 float16, forward and forward+backward: what the suite records.
+
+Prints a table; nothing is saved (run it with output to a log under
+``results/<gpu>/checks/`` to keep it). The profile sees the calling thread
+only: a CUDA backward runs in autograd's device thread, so its work shows as
+time waiting inside ``torch.autograd.backward``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+import kernel_portfolio as kp
+from kernel_portfolio.bench import timing
+
+SHAPE = (512, 4096)
+
+
+@triton.jit
+def _noop_1(x_ptr):
+    pass
+
+
+@triton.jit
+def _noop_16(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    d_ptr,
+    n_rows,
+    n_cols,
+    s0,
+    s1,
+    s2,
+    s3,
+    eps,
+    k,
+    A: tl.constexpr,
+    B: tl.constexpr,
+    C: tl.constexpr,
+    D: tl.constexpr,
+):
+    pass
+
+
+class _Identity(torch.autograd.Function):
+    """Returns its input unchanged: the autograd machinery with no work inside."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def _fwd_bwd(fn, leaves, upstream):
+    """A fwd+bwd call as the harness makes it (gradients dropped first)."""
+
+    def call():
+        for t in leaves:
+            t.grad = None
+        torch.autograd.backward(fn(), upstream)
+
+    return call
+
+
+def rows() -> list[tuple[str, object]]:
+    """``(name, call)`` for every row of the table."""
+    x = torch.randn(SHAPE, device="cuda", dtype=torch.float16)
+    xg = x.clone().requires_grad_()
+    w = torch.randn(SHAPE[1], device="cuda", dtype=torch.float16, requires_grad=True)
+    dy = torch.randn_like(x)
+    out = [
+        ("triton launch, 1 arg", lambda: _noop_1[(1,)](x)),
+        (
+            "triton launch, 16 args",
+            lambda: _noop_16[(1,)](x, x, x, x, 512, 4096, 4096, 1, 4096, 1, 1e-6, 7, 1, 2, 3, 4),
+        ),
+        ("torch.empty", lambda: torch.empty(SHAPE, device="cuda", dtype=torch.float16)),
+        ("autograd.Function fwd+bwd", _fwd_bwd(lambda: _Identity.apply(xg), [xg], [dy])),
+        ("torch.softmax fwd", lambda: torch.softmax(x, -1)),
+        ("kp.softmax fwd", lambda: kp.softmax(x)),
+        ("torch.softmax fwd+bwd", _fwd_bwd(lambda: torch.softmax(xg, -1), [xg], [dy])),
+        ("kp.softmax fwd+bwd", _fwd_bwd(lambda: kp.softmax(xg), [xg], [dy])),
+        ("F.rms_norm fwd", lambda: F.rms_norm(x, (SHAPE[1],), w.detach())),
+        ("kp.rms_norm fwd", lambda: kp.rms_norm(x, w.detach())),
+        (
+            "F.rms_norm fwd+bwd",
+            _fwd_bwd(lambda: F.rms_norm(xg, (SHAPE[1],), w), [xg, w], [dy]),
+        ),
+        ("kp.rms_norm fwd+bwd", _fwd_bwd(lambda: kp.rms_norm(xg, w), [xg, w], [dy])),
+    ]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", action="store_true", help="cProfile kp.rms_norm fwd+bwd")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("host_floor: needs a CUDA device", file=sys.stderr)
+        return 2
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    print(f"{'row':<28} {'us per call':>12}")
+    table = rows()
+    for _, call in table:  # compile and warm every row first
+        call()
+    torch.cuda.synchronize()
+    for name, call in table:
+        print(f"{name:<28} {statistics.median(timing.host_cost(call)):12.1f}", flush=True)
+    if args.profile:
+        call = dict(table)["kp.rms_norm fwd+bwd"]
+        profiler = cProfile.Profile()
+        profiler.runcall(lambda: [call() for _ in range(2000)])
+        torch.cuda.synchronize()
+        stats = pstats.Stats(profiler, stream=sys.stdout)
+        stats.sort_stats("tottime").print_stats(30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
