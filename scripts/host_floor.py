@@ -13,6 +13,11 @@ Rows (microseconds per call, median of the repeats):
   launched through ``JITFunction`` with one pointer, and with as many arguments
   as the row kernels take (pointers, sizes, strides, constants): Triton's
   launcher alone.
+* ``compiled kernel, 16 args``: the same kernel launched through the
+  ``CompiledKernel`` its first launch returned, skipping ``JITFunction.run``
+  (argument binding, specialisation, cache lookup): what a launch costs
+  once the Python dispatch of Triton is taken out, the floor of any fast
+  path of our own.
 * ``torch.empty``: one allocation from the caching allocator.
 * ``autograd.Function fwd+bwd``: an identity Function whose forward and
   backward do nothing but return, driven as the harness drives a fwd+bwd case
@@ -102,12 +107,12 @@ def rows() -> list[tuple[str, object]]:
     xg = x.clone().requires_grad_()
     w = torch.randn(SHAPE[1], device="cuda", dtype=torch.float16, requires_grad=True)
     dy = torch.randn_like(x)
+    args16 = (x, x, x, x, 512, 4096, 4096, 1, 4096, 1, 1e-6, 7, 1, 2, 3, 4)
+    compiled = _noop_16[(1,)](*args16)  # a launch returns its CompiledKernel
     out = [
         ("triton launch, 1 arg", lambda: _noop_1[(1,)](x)),
-        (
-            "triton launch, 16 args",
-            lambda: _noop_16[(1,)](x, x, x, x, 512, 4096, 4096, 1, 4096, 1, 1e-6, 7, 1, 2, 3, 4),
-        ),
+        ("triton launch, 16 args", lambda: _noop_16[(1,)](*args16)),
+        ("compiled kernel, 16 args", lambda: compiled[(1, 1, 1)](*args16)),
         ("torch.empty", lambda: torch.empty(SHAPE, device="cuda", dtype=torch.float16)),
         ("autograd.Function fwd+bwd", _fwd_bwd(lambda: _Identity.apply(xg), [xg], [dy])),
         ("torch.softmax fwd", lambda: torch.softmax(x, -1)),
