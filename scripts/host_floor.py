@@ -24,7 +24,10 @@ Rows (microseconds per call, median of the repeats):
   (``torch.autograd.backward`` with an upstream gradient): the autograd
   engine's own cost, the hand-off to its device thread included.
 * ``torch.softmax`` / ``kp.softmax`` and ``F.rms_norm`` / ``kp.rms_norm`` at
-  512x4096 float16, forward and forward+backward: what the suite records.
+  512x4096 float16, forward and forward+backward: what the suite records;
+  for RMSNorm also the forward while autograd records (an input requiring
+  grad) and the backward alone (``torch.autograd.backward`` again and again
+  on one retained graph), which split a forward+backward into its halves.
 
 Prints a table; nothing is saved (run it with output to a log under
 ``results/<gpu>/checks/`` to keep it). The profile sees the calling thread
@@ -101,6 +104,17 @@ def _fwd_bwd(fn, leaves, upstream):
     return call
 
 
+def _bwd_alone(out, leaves, upstream):
+    """The backward of one recorded forward, run again on each call (graph retained)."""
+
+    def call():
+        for t in leaves:
+            t.grad = None
+        torch.autograd.backward(out, upstream, retain_graph=True)
+
+    return call
+
+
 def rows() -> list[tuple[str, object]]:
     """``(name, call)`` for every row of the table."""
     x = torch.randn(SHAPE, device="cuda", dtype=torch.float16)
@@ -126,6 +140,10 @@ def rows() -> list[tuple[str, object]]:
             _fwd_bwd(lambda: F.rms_norm(xg, (SHAPE[1],), w), [xg, w], [dy]),
         ),
         ("kp.rms_norm fwd+bwd", _fwd_bwd(lambda: kp.rms_norm(xg, w), [xg, w], [dy])),
+        ("F.rms_norm fwd, recording", lambda: F.rms_norm(xg, (SHAPE[1],), w)),
+        ("kp.rms_norm fwd, recording", lambda: kp.rms_norm(xg, w)),
+        ("F.rms_norm bwd alone", _bwd_alone(F.rms_norm(xg, (SHAPE[1],), w), [xg, w], dy)),
+        ("kp.rms_norm bwd alone", _bwd_alone(kp.rms_norm(xg, w), [xg, w], dy)),
     ]
     return out
 
