@@ -27,12 +27,15 @@ Rows (microseconds per call, median of the repeats):
   512x4096 float16, forward and forward+backward: what the suite records;
   for RMSNorm also the forward while autograd records (an input requiring
   grad) and the backward alone (``torch.autograd.backward`` again and again
-  on one retained graph), which split a forward+backward into its halves.
+  on one retained graph), which split a forward+backward into its halves,
+  and the backward node called directly from Python (``y.grad_fn(dy)``):
+  the backward's own work in the calling thread, without the autograd
+  engine or its device thread.
 
 Prints a table; nothing is saved (run it with output to a log under
-``results/<gpu>/checks/`` to keep it). The profile sees the calling thread
-only: a CUDA backward runs in autograd's device thread, so its work shows as
-time waiting inside ``torch.autograd.backward``.
+``results/<gpu>/checks/`` to keep it). ``--profile`` profiles the forward and
+the directly called backward node: in a real backward the node runs in
+autograd's device thread, which a profile of the calling thread does not see.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import cProfile
 import pstats
 import statistics
 import sys
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -115,6 +119,11 @@ def _bwd_alone(out, leaves, upstream):
     return call
 
 
+def _node(out):
+    """``out``'s backward node as a callable: C++ nodes are called, Python ones applied."""
+    return getattr(out.grad_fn, "apply", out.grad_fn)
+
+
 def rows() -> list[tuple[str, object]]:
     """``(name, call)`` for every row of the table."""
     x = torch.randn(SHAPE, device="cuda", dtype=torch.float16)
@@ -144,13 +153,17 @@ def rows() -> list[tuple[str, object]]:
         ("kp.rms_norm fwd, recording", lambda: kp.rms_norm(xg, w)),
         ("F.rms_norm bwd alone", _bwd_alone(F.rms_norm(xg, (SHAPE[1],), w), [xg, w], dy)),
         ("kp.rms_norm bwd alone", _bwd_alone(kp.rms_norm(xg, w), [xg, w], dy)),
+        ("F.rms_norm grad_fn called", partial(_node(F.rms_norm(xg, (SHAPE[1],), w)), dy)),
+        ("kp.rms_norm grad_fn called", partial(_node(kp.rms_norm(xg, w)), dy)),
     ]
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", action="store_true", help="cProfile kp.rms_norm fwd+bwd")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile kp.rms_norm's forward and backward node"
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("host_floor: needs a CUDA device", file=sys.stderr)
@@ -163,13 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     torch.cuda.synchronize()
     for name, call in table:
         print(f"{name:<28} {statistics.median(timing.host_cost(call)):12.1f}", flush=True)
-    if args.profile:
-        call = dict(table)["kp.rms_norm fwd+bwd"]
-        profiler = cProfile.Profile()
-        profiler.runcall(lambda: [call() for _ in range(2000)])
-        torch.cuda.synchronize()
-        stats = pstats.Stats(profiler, stream=sys.stdout)
-        stats.sort_stats("tottime").print_stats(30)
+    if args.profile:  # both in this thread: the forward, and the backward node called directly
+        for name in ("kp.rms_norm fwd", "kp.rms_norm grad_fn called"):
+            call = dict(table)[name]
+            profiler = cProfile.Profile()
+            profiler.runcall(lambda c=call: [c() for _ in range(2000)])
+            torch.cuda.synchronize()
+            print(f"\n== cProfile: {name}, 2000 calls")
+            stats = pstats.Stats(profiler, stream=sys.stdout)
+            stats.sort_stats("tottime").print_stats(25)
     return 0
 
 
