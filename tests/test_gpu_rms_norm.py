@@ -105,7 +105,7 @@ def test_opcheck(plan, with_weight):
     torch.library.opcheck(torch.ops.kp.residual_rms_norm.default, (x, residual, weight, *args))
     w = weight.detach() if weight is not None else None
     y, h, rstd = torch.ops.kp.residual_rms_norm(x.detach(), residual.detach(), w, *args)
-    backward_args = (torch.randn_like(y), h, w, rstd, torch.randn_like(h), *args[1:])
+    backward_args = (torch.randn_like(y), h, w, rstd, torch.randn_like(h), True, *args[1:])
     torch.library.opcheck(torch.ops.kp.rms_norm_backward.default, backward_args)
 
 

@@ -55,6 +55,18 @@ def test_auto_holds_rows_that_fit_and_splits_only_few_wide_rows():
             assert plan.kind == ("split" if few else "looped"), (n_rows, n_cols, elem_bytes, sms)
 
 
+@pytest.mark.parametrize(
+    ("n_cols", "elem_bytes", "warps"),
+    [(4096, 2, 8), (4104, 2, 8), (6000, 2, 8), (8192, 2, 16), (1024, 2, 4), (4104, 4, 16)],
+)
+def test_block_warps_follow_the_row_not_its_power_of_two_block(n_cols, elem_bytes, warps):
+    # About two 16-byte vectors per thread of the row itself, as a power of
+    # two: a 4104-column row in an 8192 block gets the warps of 4096 columns.
+    plan = choose(1000, n_cols, elem_bytes=elem_bytes, sm_count=132, plan="block")
+    assert plan.num_warps == warps
+    assert plan.block >= n_cols
+
+
 def test_plan_of_a_given_width_does_not_depend_on_row_count():
     """Block and looped plans (the kernels' constexprs) are the same for every batch size."""
     for n_cols, elem_bytes, sms in itertools.product(WIDTHS, ELEM_BYTES, SM_COUNTS):

@@ -9,10 +9,13 @@ same computation.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
-from kp_testing import assert_matches, views_past_2_31
+from kp_testing import assert_matches, compile_for_sm90, views_past_2_31
+from test_routes import _PassThrough
 from torch.library import opcheck
 
 import kernel_portfolio as kp
@@ -317,12 +320,93 @@ def test_weight_grad_is_deterministic(plan, device, monkeypatch):
     assert_grads({"x": grads[0][0], "weight": grads[0][1]}, ref, torch.bfloat16)
 
 
+#: An H100/H200 SM: 65536 registers, handed out per warp in blocks of 256
+#: (8 per thread), at most 64 resident warps.
+SM_REGISTERS, REGISTER_BLOCK, SM_WARPS = 65536, 8, 64
+
+
+def _programs_per_sm(registers: int, num_warps: int) -> int:
+    per_thread = -(-registers // REGISTER_BLOCK) * REGISTER_BLOCK
+    return min(SM_WARPS // num_warps, SM_REGISTERS // (per_thread * 32 * num_warps))
+
+
+@pytest.mark.parametrize("has_residual", [False, True], ids=["rms_norm", "residual"])
+def test_forward_block_kernel_keeps_three_rows_per_sm_at_8192_columns(has_residual):
+    # A row of 8192 half-precision columns in one program of 16 warps (the
+    # auto plan): each row in flight is 16 KiB, and three resident programs
+    # per SM instead of two are a half more bytes in flight to hide the
+    # memory latency. Holding the weight across rows cost 7 more registers.
+    pointers = ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")
+    (compiled,) = compile_for_sm90(
+        [
+            {
+                "module": "kernel_portfolio.ops.rms_norm",
+                "kernel": "_fwd_kernel",
+                "signature": {
+                    **dict.fromkeys(pointers, "*fp16"),
+                    "rstd_ptr": "*fp32",
+                    **dict.fromkeys(("n_rows", "n_cols", "stride_xm", "stride_rm"), "i32"),
+                    "eps": "fp32",
+                },
+                "constexprs": {
+                    "stride_xn": 1,
+                    "stride_rn": 1,
+                    "HAS_RESIDUAL": has_residual,
+                    "HAS_WEIGHT": True,
+                    "BLOCK": 8192,
+                    "ONE_CHUNK": True,
+                    "VEC": 8,
+                },
+                "aligned": [*pointers, "rstd_ptr"],
+                "num_warps": 16,
+            }
+        ]
+    )
+    assert _programs_per_sm(compiled["registers"], 16) >= 3, compiled["registers"]
+    assert "ld.global.v4.b32" in compiled["ops"]
+
+
 def test_no_weight_grad_without_weight(device):
     x = torch.randn(4, 16, device=device, requires_grad=True)
-    dx, dw = torch.ops.kp.rms_norm_backward(
-        torch.randn_like(x), x.detach(), None, torch.ones(4, device=device), None, "auto", 0, 0, 0
-    )
-    assert dw.shape == (0,) and dx.shape == x.shape
+    dx, dx2, dw = torch.ops.kp.rms_norm_backward(
+        torch.randn_like(x), x.detach(), None, torch.ones(4, device=device), None, False, "auto", 0,
+        0, 0,
+    )  # fmt: skip
+    assert dw.shape == (0,) and dx2.shape == (0,) and dx.shape == x.shape
+
+
+@pytest.mark.parametrize("op_route", [False, True], ids=["eager", "op"])
+@pytest.mark.parametrize("wants", [(True, True), (True, False), (False, True)], ids=str)
+def test_residual_grads_are_two_tensors_from_one_pass(op_route, wants, device, monkeypatch):
+    # x.grad and residual.grad hold the same values but must be two tensors (an
+    # optimizer updates each in place), and autograd must not copy to get
+    # them: each is a tensor the backward wrote.
+    x, residual = (torch.randn(6, 40, device=device) for _ in range(2))
+    x.requires_grad_(wants[0])
+    residual.requires_grad_(wants[1])
+    weight = torch.randn(40, device=device)
+    written, original = [], rms_mod._rms_norm_grad
+
+    def recording_grad(*args):
+        out = original(*args)
+        written.extend(t.data_ptr() for t in out[:2] if t.numel())
+        return out
+
+    monkeypatch.setattr(rms_mod, "_rms_norm_grad", recording_grad)
+    with _PassThrough() if op_route else contextlib.nullcontext():
+        y, h = kp.residual_rms_norm(x, residual, weight)
+    dy, dh = torch.randn_like(y), torch.randn_like(h)
+    torch.autograd.backward((y, h), (dy, dh))
+    grads = [t.grad for t in (x, residual) if t.requires_grad]
+    assert all(g.data_ptr() in written for g in grads), "autograd copied a gradient"
+    if len(grads) == 2:
+        assert grads[0].data_ptr() != grads[1].data_ptr(), "x.grad and residual.grad alias"
+        assert torch.equal(grads[0], grads[1])
+    refs = {"x": x, "residual": residual, "weight": weight}
+    ref = reference_grads(refs, {}, 1e-6, dy, dh)
+    for name, t in (("x", x), ("residual", residual)):
+        if t.requires_grad:
+            assert_grads({name: t.grad}, {name: ref[name]}, torch.float32)
 
 
 def test_custom_op_schema_and_autograd_registration(device):

@@ -12,11 +12,11 @@ second gives the same rule)
 (``results/h200/chunk_rules_fit.json``; the case study "Chunk rules for wide
 rows" shows the fit and its held-out regret). Thresholds are in bytes so that
 one rule serves every dtype; the sweep measured float16, so its column counts
-are half these. A warp count of ``None`` means "derived from the chunk width
-and dtype" by :func:`kernel_portfolio.plans.warps_for` (about two 16-byte
-vectors per thread): the block plan keeps it, since the fitted 16 warps is what
-it derives at the swept widths (8192 and 16384 half-precision columns) and the
-sweep says nothing about narrower rows.
+are half these. A warp count of ``None`` means "derived from the columns a
+program loads and the dtype" by :func:`kernel_portfolio.plans.warps_for`
+(about two 16-byte vectors per thread): the block plan keeps it, since the
+fitted 16 warps is what it derives at the swept widths (8192 and 16384
+half-precision columns) and the sweep says nothing about narrower rows.
 """
 
 from __future__ import annotations

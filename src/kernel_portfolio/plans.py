@@ -89,12 +89,20 @@ def _check_plan_name(plan: object) -> None:
         )
 
 
-def warps_for(block: int, elem_bytes: int, warps: int | None = None) -> int:
-    """``warps`` if given, else enough for about two 16-byte vectors per thread (4..16)."""
+def warps_for(cols: int, elem_bytes: int, warps: int | None = None) -> int:
+    """``warps`` if given, else enough for about two 16-byte vectors per thread of ``cols``.
+
+    A power of two from 4 to 16. ``cols`` is what a program loads at a time: a
+    chunk, or for a block plan the row itself, not its power-of-two block: a
+    row of 4104 columns in a block of 8192 is half masked, and warps sized to
+    the block would each load one vector and then spend as long as a full
+    block on the row's reductions, with half as many rows resident per SM.
+    """
     if warps is not None:
         return warps
     per_warp = 32 * max(1, 16 // elem_bytes)
-    return max(4, min(16, block // (per_warp * 2)))
+    wanted = max(1, cols // (per_warp * 2))
+    return max(4, min(16, 1 << (wanted.bit_length() - 1)))  # rounded down to a power of two
 
 
 def choose(
@@ -150,7 +158,7 @@ def choose(
                 f"plan='block' cannot hold a row of {n_cols} columns (at most {MAX_BLOCK_COLS}); "
                 "use 'looped' or 'split'"
             )
-        return RowPlan("block", width, warps_for(width, elem_bytes, plan_rule.BLOCK_WARPS))
+        return RowPlan("block", width, warps_for(n_cols, elem_bytes, plan_rule.BLOCK_WARPS))
     if plan == "looped":
         if n_cols * elem_bytes <= plan_rule.NARROW_MAX_BYTES:
             chunk, warps = min(plan_rule.NARROW_CHUNK, width), plan_rule.NARROW_WARPS
