@@ -31,11 +31,16 @@ Rows (microseconds per call, median of the repeats):
   and the backward node called directly from Python (``y.grad_fn(dy)``):
   the backward's own work in the calling thread, without the autograd
   engine or its device thread.
+* ``torch.mm`` / ``kp.matmul`` on square bfloat16 matrices (:data:`GEMM_SIZES`),
+  forward, forward+backward and the backward node called directly: at the
+  small size the host's cost, at the large one whether a loop of calls keeps
+  the GPU busy (its time per call is then the GPU's).
 
 Prints a table; nothing is saved (run it with output to a log under
 ``results/<gpu>/checks/`` to keep it). ``--profile`` profiles the forward and
 the directly called backward node: in a real backward the node runs in
-autograd's device thread, which a profile of the calling thread does not see.
+autograd's device thread, which a profile of the calling thread does not see;
+``torch.profiler`` then records the forward+backward calls in every thread.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ import kernel_portfolio as kp
 from kernel_portfolio.bench import timing
 
 SHAPE = (512, 4096)
+#: Square bfloat16 GEMM sizes: one whose calls are host-bound, one whose calls are not.
+GEMM_SIZES = (512, 4096)
 
 
 @triton.jit
@@ -156,28 +163,46 @@ def rows() -> list[tuple[str, object]]:
         ("F.rms_norm grad_fn called", partial(_node(F.rms_norm(xg, (SHAPE[1],), w)), dy)),
         ("kp.rms_norm grad_fn called", partial(_node(kp.rms_norm(xg, w)), dy)),
     ]
+    for n in GEMM_SIZES:  # host-bound at the first size, GPU-bound at the second
+        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        b = torch.randn_like(a, requires_grad=True)
+        dc = torch.randn_like(a)
+        ad, bd = a.detach(), b.detach()
+        out += [
+            (f"torch.mm fwd {n}^3", lambda ad=ad, bd=bd: torch.mm(ad, bd)),
+            (f"kp.matmul fwd {n}^3", lambda ad=ad, bd=bd: kp.matmul(ad, bd)),
+            (f"torch.mm fwd+bwd {n}^3", _fwd_bwd(partial(torch.mm, a, b), [a, b], [dc])),
+            (f"kp.matmul fwd+bwd {n}^3", _fwd_bwd(partial(kp.matmul, a, b), [a, b], [dc])),
+            (f"kp.matmul grad_fn called {n}^3", partial(_node(kp.matmul(a, b)), dc)),
+        ]
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--profile", action="store_true", help="cProfile kp.rms_norm's forward and backward node"
+        "--profile",
+        action="store_true",
+        help="cProfile kp.rms_norm's forward and backward node, and kp.matmul's backward node",
     )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("host_floor: needs a CUDA device", file=sys.stderr)
         return 2
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
-    print(f"{'row':<28} {'us per call':>12}")
+    print(f"{'row':<34} {'us per call':>12}")
     table = rows()
     for _, call in table:  # compile and warm every row first
         call()
     torch.cuda.synchronize()
     for name, call in table:
-        print(f"{name:<28} {statistics.median(timing.host_cost(call)):12.1f}", flush=True)
+        print(f"{name:<34} {statistics.median(timing.host_cost(call)):12.1f}", flush=True)
     if args.profile:  # both in this thread: the forward, and the backward node called directly
-        for name in ("kp.rms_norm fwd", "kp.rms_norm grad_fn called"):
+        for name in (
+            "kp.rms_norm fwd",
+            "kp.rms_norm grad_fn called",
+            f"kp.matmul grad_fn called {GEMM_SIZES[0]}^3",
+        ):
             call = dict(table)[name]
             profiler = cProfile.Profile()
             profiler.runcall(lambda c=call: [c() for _ in range(2000)])
@@ -185,6 +210,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n== cProfile: {name}, 2000 calls")
             stats = pstats.Stats(profiler, stream=sys.stdout)
             stats.sort_stats("tottime").print_stats(25)
+        for name in ("kp.rms_norm fwd+bwd", f"kp.matmul fwd+bwd {GEMM_SIZES[0]}^3"):
+            call = dict(table)[name]  # both threads: what autograd's device thread does too
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                for _ in range(200):
+                    call()
+                torch.cuda.synchronize()
+            print(f"\n== torch.profiler (CPU, all threads): {name}, 200 calls")
+            print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=25))
     return 0
 
 
