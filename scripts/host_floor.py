@@ -127,8 +127,15 @@ def _bwd_alone(out, leaves, upstream):
 
 
 def _node(out):
-    """``out``'s backward node as a callable: C++ nodes are called, Python ones applied."""
-    return getattr(out.grad_fn, "apply", out.grad_fn)
+    """``out``'s backward node as a call on one gradient (``None`` for the node's other outputs).
+
+    C++ nodes are called, Python ones applied; a fused forward with a second
+    output (torch's RMSNorm saves its ``rstd`` as one) takes a gradient for each.
+    """
+    node = out.grad_fn
+    call = getattr(node, "apply", node)
+    extra = (None,) * (len(node._input_metadata) - 1)
+    return lambda grad: call(grad, *extra)
 
 
 def rows() -> list[tuple[str, object]]:
@@ -191,9 +198,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
     print(f"{'row':<34} {'us per call':>12}")
-    table = rows()
-    for _, call in table:  # compile and warm every row first
-        call()
+    table = []
+    for name, call in rows():  # compile and warm every row first; a row that fails is reported
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001 - one broken row must not lose the others
+            print(f"{name:<34} failed: {type(error).__name__}: {error}")
+            continue
+        table.append((name, call))
     torch.cuda.synchronize()
     for name, call in table:
         print(f"{name:<34} {statistics.median(timing.host_cost(call)):12.1f}", flush=True)
@@ -203,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
             "kp.rms_norm grad_fn called",
             f"kp.matmul grad_fn called {GEMM_SIZES[0]}^3",
         ):
-            call = dict(table)[name]
+            call = dict(table).get(name)
+            if call is None:
+                continue
             profiler = cProfile.Profile()
             profiler.runcall(lambda c=call: [c() for _ in range(2000)])
             torch.cuda.synchronize()
@@ -211,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
             stats = pstats.Stats(profiler, stream=sys.stdout)
             stats.sort_stats("tottime").print_stats(25)
         for name in ("kp.rms_norm fwd+bwd", f"kp.matmul fwd+bwd {GEMM_SIZES[0]}^3"):
-            call = dict(table)[name]  # both threads: what autograd's device thread does too
+            call = dict(table).get(name)  # both threads: what autograd's device thread does too
+            if call is None:
+                continue
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
                 for _ in range(200):
                     call()
