@@ -18,7 +18,8 @@ Rows (microseconds per call, median of the repeats):
   (argument binding, specialisation, cache lookup): what a launch costs
   once the Python dispatch of Triton is taken out, the floor of any fast
   path of our own.
-* ``torch.empty``: one allocation from the caching allocator.
+* ``torch.empty`` / ``torch.empty_like``: one allocation from the caching
+  allocator, by shape and by example (the launchers use both).
 * ``autograd.Function fwd+bwd``: an identity Function whose forward and
   backward do nothing but return, driven as the harness drives a fwd+bwd case
   (``torch.autograd.backward`` with an upstream gradient): the autograd
@@ -129,13 +130,17 @@ def _bwd_alone(out, leaves, upstream):
 def _node(out):
     """``out``'s backward node as a call on one gradient (``None`` for the node's other outputs).
 
-    C++ nodes are called, Python ones applied; a fused forward with a second
-    output (torch's RMSNorm saves its ``rstd`` as one) takes a gradient for each.
+    A C++ node is called; a Python one (an autograd Function) runs its
+    ``backward`` with the node as its context, which keeps the saved tensors
+    for the next call (applying the node would free them). A fused forward
+    with a second output (torch's RMSNorm returns its ``rstd`` too) takes a
+    gradient for each output.
     """
     node = out.grad_fn
-    call = getattr(node, "apply", node)
     extra = (None,) * (len(node._input_metadata) - 1)
-    return lambda grad: call(grad, *extra)
+    if hasattr(node, "_forward_cls"):
+        return lambda grad: node._forward_cls.backward(node, grad, *extra)
+    return lambda grad: node(grad, *extra)
 
 
 def rows() -> list[tuple[str, object]]:
@@ -151,6 +156,7 @@ def rows() -> list[tuple[str, object]]:
         ("triton launch, 16 args", lambda: _noop_16[(1,)](*args16)),
         ("compiled kernel, 16 args", lambda: compiled[(1, 1, 1)](*args16)),
         ("torch.empty", lambda: torch.empty(SHAPE, device="cuda", dtype=torch.float16)),
+        ("torch.empty_like", lambda: torch.empty_like(x, memory_format=torch.contiguous_format)),
         ("autograd.Function fwd+bwd", _fwd_bwd(lambda: _Identity.apply(xg), [xg], [dy])),
         ("torch.softmax fwd", lambda: torch.softmax(x, -1)),
         ("kp.softmax fwd", lambda: kp.softmax(x)),
