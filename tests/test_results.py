@@ -411,6 +411,14 @@ def test_git_state_without_git_uses_environment(root, monkeypatch):
     assert results.git_state(root) == {"commit": "abc123", "dirty": False}
 
 
+def test_git_state_environment_wins_over_an_older_checkout(monkeypatch):
+    """A GPU machine's copy has the .git of an earlier commit: the environment names the tree."""
+    assert results.git_state(REPO)["commit"] != "abc123"
+    monkeypatch.setenv("KP_GIT_COMMIT", "abc123")
+    monkeypatch.setenv("KP_GIT_DIRTY", "1")
+    assert results.git_state(REPO) == {"commit": "abc123", "dirty": True}
+
+
 # ---------------------------------------------------------- comparing runs
 def test_compare_runs_reports_moves_beyond_the_spread(root):
     base = fixture_result(root, seed=5)

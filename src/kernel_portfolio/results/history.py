@@ -49,12 +49,14 @@ def _git(root: Path, *args: str, text: bool = True):
 def git_state(root: str | Path) -> dict:
     """``{"commit": sha or None, "dirty": bool or None}`` of the checkout at ``root``.
 
-    Changes under ``results/`` do not count as dirty. Without a git checkout
-    (a copied working tree), ``KP_GIT_COMMIT`` and ``KP_GIT_DIRTY`` (``0``/``1``)
-    say what the tree was copied from; without those both values are ``None``.
+    Changes under ``results/`` do not count as dirty. ``KP_GIT_COMMIT`` and
+    ``KP_GIT_DIRTY`` (``0``/``1``) say what a copied working tree was copied
+    from; they win over the copy's own git metadata, which can be older than
+    the tree (a GPU machine sent the working tree with the ``.git`` of an
+    earlier commit). Without git and without them both values are ``None``.
     """
     root = Path(root)
-    commit = _git(root, "rev-parse", "HEAD")
+    commit = None if os.environ.get("KP_GIT_COMMIT") else _git(root, "rev-parse", "HEAD")
     if commit is None:
         env_dirty = os.environ.get("KP_GIT_DIRTY")
         return {
