@@ -71,7 +71,7 @@ def views_past_2_31(device, dtype: torch.dtype = torch.float16):
 
 
 _COMPILE_FOR_SM90 = r"""
-import importlib, json, os, re, subprocess, sys, tempfile
+import importlib, json, re, sys
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -90,23 +90,12 @@ for spec in json.loads(sys.argv[1]):
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
     ops = set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx))
     copies = re.findall(r"cp\.async\.\w+\.shared\.global[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*[,;]", ptx)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "kernel.ptx")
-        with open(path, "w") as f:
-            f.write(ptx)
-        ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
-        report = subprocess.run(
-            [ptxas, "-v", "--gpu-name", "sm_90a", path, "-o", os.devnull],
-            capture_output=True, text=True, check=True,
-        ).stderr
-    registers = int(re.search(r"Used (\d+) registers", report).group(1))
-    ops = sorted(ops | {f"cp.async.{int(n, 0)}" for n in copies})
-    print(json.dumps({"ops": ops, "registers": registers}))
+    print(json.dumps(sorted(ops | {f"cp.async.{int(n, 0)}" for n in copies})))
 """
 
 
-def compile_for_sm90(specs: list[dict]) -> list[dict]:
-    """Compile kernels for sm_90 on the CPU: each one's global memory ops and registers.
+def global_memory_ops(specs: list[dict]) -> list[list[str]]:
+    """Compile kernels for sm_90 on the CPU and list each one's global loads and stores.
 
     Each spec names ``module``, ``kernel``, a ``signature`` of its runtime
     arguments (``{"x_ptr": "*fp16", "n_cols": "i32"}``), its ``constexprs``,
@@ -114,11 +103,9 @@ def compile_for_sm90(specs: list[dict]) -> list[dict]:
     torch tensors), ``num_warps`` and optionally ``num_stages``; names the
     kernel lacks are ignored. The compiles run in a child process without
     ``TRITON_INTERPRET``, using the ptxas bundled with triton; no GPU.
-    Returns, per spec, ``{"ops": ..., "registers": ...}``: the distinct PTX
-    opcodes such as ``ld.global.v4.b32``, and ``cp.async.<bytes>`` for each
-    size of asynchronous global-to-shared copy (the pipelined loads of a GEMM:
-    ``cp.async.16`` is a 16-byte load); and the registers per thread that the
-    bundled ptxas reports for sm_90a (they set how many programs an SM holds).
+    Returns, per spec, the distinct PTX opcodes such as ``ld.global.v4.b32``,
+    and ``cp.async.<bytes>`` for each size of asynchronous global-to-shared
+    copy (the pipelined loads of a GEMM): ``cp.async.16`` is a 16-byte load.
     """
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(

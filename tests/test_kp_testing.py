@@ -13,7 +13,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from kp_testing import REL_TOL, assert_matches, compile_for_sm90, poison
+from kp_testing import REL_TOL, assert_matches, global_memory_ops, poison
 
 import kernel_portfolio as kp
 from kernel_portfolio import plans, reference
@@ -171,7 +171,7 @@ def test_poison_fills_nan_in_place():
     assert poison(t) is t and torch.isnan(t).all()
 
 
-def test_compile_for_sm90_sees_scalar_loads_where_alignment_is_unknown():
+def test_global_memory_ops_sees_scalar_loads_where_alignment_is_unknown():
     """The same kernel compiles to 2-byte loads with a runtime width, 16-byte with a known one."""
     spec = {
         "module": "test_kp_testing",
@@ -180,14 +180,11 @@ def test_compile_for_sm90_sees_scalar_loads_where_alignment_is_unknown():
         "num_warps": 4,
     }
     pointers = {"x_ptr": "*fp16", "y_ptr": "*fp16"}
-    runtime, known = (
-        c["ops"]
-        for c in compile_for_sm90(
-            [
-                {**spec, "signature": {**pointers, "n_cols": "i32"}, "constexprs": {"BLOCK": 4096}},
-                {**spec, "signature": pointers, "constexprs": {"BLOCK": 4096, "n_cols": 4096}},
-            ]
-        )
+    runtime, known = global_memory_ops(
+        [
+            {**spec, "signature": {**pointers, "n_cols": "i32"}, "constexprs": {"BLOCK": 4096}},
+            {**spec, "signature": pointers, "constexprs": {"BLOCK": 4096, "n_cols": 4096}},
+        ]
     )
     assert "ld.global.b16" in runtime and "ld.global.v4.b32" not in runtime
     assert "ld.global.v4.b32" in known and "ld.global.b16" not in known

@@ -25,7 +25,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from kp_testing import assert_matches, compile_for_sm90, poison
+from kp_testing import assert_matches, global_memory_ops, poison
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.library import opcheck
 
@@ -202,7 +202,7 @@ def test_pointer_kernel_loads_16_bytes_where_the_strides_allow():
         ("fp16", (1, 1, 1), 1),
         ("fp16", (-1, 1, 1), 8),
     ]
-    compiled = compile_for_sm90(
+    compiled = global_memory_ops(
         [
             {
                 "module": "kernel_portfolio.ops.matmul",
@@ -227,7 +227,7 @@ def test_pointer_kernel_loads_16_bytes_where_the_strides_allow():
             for dtype, units, vec in cases
         ]
     )
-    for (dtype, units, vec), ops in zip(cases, (c["ops"] for c in compiled), strict=True):
+    for (dtype, units, vec), ops in zip(cases, compiled, strict=True):
         case = (dtype, units, vec, ops)
         narrow_loads = [op for op in ops if op.startswith("ld.global") and ".v" not in op]
         if vec == 1:

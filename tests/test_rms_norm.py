@@ -14,7 +14,7 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from kp_testing import assert_matches, compile_for_sm90, views_past_2_31
+from kp_testing import assert_matches, views_past_2_31
 from test_routes import _PassThrough
 from torch.library import opcheck
 
@@ -318,52 +318,6 @@ def test_weight_grad_is_deterministic(plan, device, monkeypatch):
     assert torch.equal(grads[0][1], grads[1][1])
     ref = reference_grads({"x": x, "weight": weight}, {}, 1e-6, dy, None)
     assert_grads({"x": grads[0][0], "weight": grads[0][1]}, ref, torch.bfloat16)
-
-
-#: An H100/H200 SM: 65536 registers, handed out per warp in blocks of 256
-#: (8 per thread), at most 64 resident warps.
-SM_REGISTERS, REGISTER_BLOCK, SM_WARPS = 65536, 8, 64
-
-
-def _programs_per_sm(registers: int, num_warps: int) -> int:
-    per_thread = -(-registers // REGISTER_BLOCK) * REGISTER_BLOCK
-    return min(SM_WARPS // num_warps, SM_REGISTERS // (per_thread * 32 * num_warps))
-
-
-@pytest.mark.parametrize("has_residual", [False, True], ids=["rms_norm", "residual"])
-def test_forward_block_kernel_keeps_three_rows_per_sm_at_8192_columns(has_residual):
-    # A row of 8192 half-precision columns in one program of 16 warps (the
-    # auto plan): each row in flight is 16 KiB, and three resident programs
-    # per SM instead of two are a half more bytes in flight to hide the
-    # memory latency. Holding the weight across rows cost 7 more registers.
-    pointers = ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")
-    (compiled,) = compile_for_sm90(
-        [
-            {
-                "module": "kernel_portfolio.ops.rms_norm",
-                "kernel": "_fwd_kernel",
-                "signature": {
-                    **dict.fromkeys(pointers, "*fp16"),
-                    "rstd_ptr": "*fp32",
-                    **dict.fromkeys(("n_rows", "n_cols", "stride_xm", "stride_rm"), "i32"),
-                    "eps": "fp32",
-                },
-                "constexprs": {
-                    "stride_xn": 1,
-                    "stride_rn": 1,
-                    "HAS_RESIDUAL": has_residual,
-                    "HAS_WEIGHT": True,
-                    "BLOCK": 8192,
-                    "ONE_CHUNK": True,
-                    "VEC": 8,
-                },
-                "aligned": [*pointers, "rstd_ptr"],
-                "num_warps": 16,
-            }
-        ]
-    )
-    assert _programs_per_sm(compiled["registers"], 16) >= 3, compiled["registers"]
-    assert "ld.global.v4.b32" in compiled["ops"]
 
 
 def test_no_weight_grad_without_weight(device):

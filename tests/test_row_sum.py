@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kp_testing import assert_matches, compile_for_sm90, poison, views_past_2_31
+from kp_testing import assert_matches, global_memory_ops, poison, views_past_2_31
 from torch.library import opcheck
 
 import kernel_portfolio as kp
@@ -158,7 +158,7 @@ def test_contiguous_rows_compile_to_16_byte_loads():
         {"kernel": "_looped_kernel", "signature": {**rows, "stride_xm": "i32"}},
         {"kernel": "_split_partial_kernel", "signature": {**split, "stride_xm": "i32"}},
     ]
-    compiled = compile_for_sm90(
+    compiled = global_memory_ops(
         [
             {
                 **spec,
@@ -170,7 +170,7 @@ def test_contiguous_rows_compile_to_16_byte_loads():
             for spec in specs
         ]
     )
-    for spec, ops in zip(specs, (c["ops"] for c in compiled), strict=True):
+    for spec, ops in zip(specs, compiled, strict=True):
         assert "ld.global.v4.b32" in ops, (spec["kernel"], ops)
         assert "ld.global.b16" not in ops, (spec["kernel"], ops)
 

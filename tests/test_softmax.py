@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kp_testing import REL_TOL, assert_matches, compile_for_sm90, poison, views_past_2_31
+from kp_testing import REL_TOL, assert_matches, global_memory_ops, poison, views_past_2_31
 from torch.library import opcheck
 
 import kernel_portfolio as kp
@@ -265,7 +265,7 @@ def test_contiguous_rows_compile_to_16_byte_accesses():
     pointers = {"x_ptr": "*fp16", "y_ptr": "*fp16", "dy_ptr": "*fp16", "dx_ptr": "*fp16"}
     pointers |= {"max_ptr": "*fp32", "sum_ptr": "*fp32", "dot_ptr": "*fp32"}
     module = "kernel_portfolio.ops.softmax"
-    compiled = compile_for_sm90(
+    compiled = global_memory_ops(
         [
             {
                 "module": module,
@@ -278,7 +278,7 @@ def test_contiguous_rows_compile_to_16_byte_accesses():
             for name, runtime, consts in specs
         ]
     )
-    for (name, _, _), ops in zip(specs, (c["ops"] for c in compiled), strict=True):
+    for (name, _, _), ops in zip(specs, compiled, strict=True):
         assert "ld.global.v4.b32" in ops, (name, ops)
         assert not any(op.endswith(".b16") for op in ops), (name, ops)
         if "stats" not in name and "dot" not in name:

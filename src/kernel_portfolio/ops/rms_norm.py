@@ -231,13 +231,9 @@ def _fwd_kernel(
 ):
     """Block and looped plans; a persistent grid: program ``p`` takes rows ``p, p + P, ...``.
 
-    ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row in registers;
-    otherwise the row is walked twice, re-reading ``h`` from the ``h`` output
-    (residual) or from ``x``. The weight is read again for every row (from
-    L1 or L2: the DRAM traffic is the same) rather than held across rows:
-    held, it took 16 more registers per thread at 8192 columns and 16 warps
-    (47 against 40 when compiled for sm_90), two programs per SM instead of
-    three, so fewer rows in flight to cover the memory latency.
+    ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row, and the weight, in
+    registers; otherwise the row is walked twice, re-reading ``h`` from the
+    ``h`` output (residual) or from ``x``.
     """
     # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
     n_cols = n_cols // VEC * VEC
@@ -246,6 +242,8 @@ def _fwd_kernel(
     if ONE_CHUNK:
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
+        if HAS_WEIGHT:
+            w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
@@ -257,7 +255,7 @@ def _fwd_kernel(
             rstd = tl.rsqrt(tl.sum(h * h, axis=0) / n_cols + eps)
             y = h * rstd
             if HAS_WEIGHT:
-                y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+                y = y * w
             tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
         else:
             ss = _sum_squares(
