@@ -138,9 +138,9 @@ def _node(out):
     """
     node = out.grad_fn
     extra = (None,) * (len(node._input_metadata) - 1)
-    if hasattr(node, "_forward_cls"):
-        return lambda grad: node._forward_cls.backward(node, grad, *extra)
-    return lambda grad: node(grad, *extra)
+    if hasattr(node, "_forward_cls"):  # the call holds ``out``: its graph stays alive
+        return lambda grad, out=out: node._forward_cls.backward(node, grad, *extra)
+    return lambda grad, out=out: node(grad, *extra)
 
 
 def rows() -> list[tuple[str, object]]:
