@@ -6,6 +6,7 @@ the pieces any Triton operator pays, so the next change aims at the right one::
 
     python scripts/host_floor.py            # on the GPU machine; about a minute
     python scripts/host_floor.py --profile  # plus a cProfile of rms_norm fwd+bwd
+    python scripts/host_floor.py --alloc    # allocation in a GEMM call (the scratch of TMA)
 
 Rows (microseconds per call, median of the repeats):
 
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import statistics
 import sys
@@ -191,6 +193,45 @@ def rows() -> list[tuple[str, object]]:
     return out
 
 
+def allocation_rows() -> list[tuple[str, object]]:
+    """``--alloc``: allocation in a GEMM call, Triton's scratch from the allocator or a cache.
+
+    The Hopper GEMM's launcher asks ``triton.set_allocator``'s function for
+    scratch memory on every launch (``ops.matmul._tma_scratch``: a new
+    ``torch.empty``). The last row hands out one cached buffer instead.
+    """
+    from kernel_portfolio.ops import matmul
+
+    a, b = (torch.randn(512, 512, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    sizes = []
+    fresh = matmul._tma_scratch
+
+    def recording(size, alignment, stream):
+        sizes.append(size)
+        return fresh(size, alignment, stream)
+
+    matmul._tma_scratch = recording
+    kp.matmul(a, b)
+    matmul._tma_scratch = fresh
+    size = max(sizes)
+    cache = fresh(size, 128, None)
+
+    def with_cached_scratch():
+        matmul._tma_scratch = lambda size, alignment, stream: cache[:size]
+        try:
+            kp.matmul(a, b)
+        finally:
+            matmul._tma_scratch = fresh
+
+    print(f"TMA scratch asked per launch: {sorted(set(sizes))} bytes")
+    return [
+        ("torch.empty 512x512 bf16", lambda: torch.empty(512, 512, device="cuda", dtype=a.dtype)),
+        (f"torch.empty {size} B int8", lambda: fresh(size, 128, None)),
+        ("kp.matmul fwd 512^3", lambda: kp.matmul(a, b)),
+        ("kp.matmul fwd 512^3, cached scratch", with_cached_scratch),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -198,14 +239,23 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="cProfile kp.rms_norm's forward and backward node, and kp.matmul's backward node",
     )
+    parser.add_argument(
+        "--alloc",
+        action="store_true",
+        help="only the allocation rows: the GEMM's scratch from the allocator or a cache",
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("host_floor: needs a CUDA device", file=sys.stderr)
         return 2
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    backend = torch.cuda.get_allocator_backend()
+    print(
+        f"allocator {backend}, PYTORCH_CUDA_ALLOC_CONF={os.environ.get('PYTORCH_CUDA_ALLOC_CONF')}"
+    )
     print(f"{'row':<34} {'us per call':>12}")
     table = []
-    for name, call in rows():  # compile and warm every row first; a row that fails is reported
+    for name, call in allocation_rows() if args.alloc else rows():  # warm every row first
         try:
             call()
         except Exception as error:  # noqa: BLE001 - one broken row must not lose the others
@@ -215,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.cuda.synchronize()
     for name, call in table:
         print(f"{name:<34} {statistics.median(timing.host_cost(call)):12.1f}", flush=True)
+    if args.alloc:
+        for name, call in table[2:]:
+            profiler = cProfile.Profile()
+            profiler.runcall(lambda c=call: [c() for _ in range(2000)])
+            torch.cuda.synchronize()
+            print(f"\n== cProfile: {name}, 2000 calls")
+            pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(8)
     if args.profile:  # both in this thread: the forward, and the backward node called directly
         for name in (
             "kp.rms_norm fwd",
