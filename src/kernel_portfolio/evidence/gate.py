@@ -47,9 +47,11 @@ the evidence index publishes it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import fnmatch
-import functools
 import math
+import multiprocessing
+import os
 import posixpath
 import re
 from collections.abc import Mapping
@@ -423,20 +425,33 @@ def page_url(site: Path, path: Path) -> str:
 def scan_site(site: Path) -> list[PageScan]:
     """Scan every ``*.html`` file of a built site, in path order.
 
-    A page whose URL and HTML were scanned before in this process is not parsed
-    again (the scan is a function of the two; :func:`judge` only reads it), which
-    keeps repeated checks of one large site, as in the tests, cheap.
+    Pages are parsed in parallel, one process per CPU (the parse is pure Python
+    and the evidence pages are large). A page whose URL and HTML were scanned
+    before in this process is not parsed again (the scan is a function of the
+    two; :func:`judge` only reads it), which keeps repeated checks of one large
+    site, as in the tests, cheap.
     """
     site = Path(site)
-    return [
-        _scan_cached(page_url(site, p), p.read_text(encoding="utf-8"))
-        for p in sorted(site.rglob("*.html"))
+    pages = [
+        (page_url(site, p), p.read_text(encoding="utf-8")) for p in sorted(site.rglob("*.html"))
     ]
+    todo = list(dict.fromkeys(page for page in pages if page not in _SCANS))
+    workers = min(os.cpu_count() or 1, len(todo))
+    if workers > 1:
+        fork = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=fork) as pool:
+            _SCANS.update(zip(todo, pool.map(_scan, todo, chunksize=4), strict=True))
+    else:
+        _SCANS.update((page, _scan(page)) for page in todo)
+    return [_SCANS[page] for page in pages]
 
 
-@functools.lru_cache(maxsize=256)
-def _scan_cached(url: str, source: str) -> PageScan:
-    return scan_page(url, source)
+#: Scans by (URL, HTML), for the life of the process.
+_SCANS: dict[tuple[str, str], PageScan] = {}
+
+
+def _scan(page: tuple[str, str]) -> PageScan:
+    return scan_page(*page)
 
 
 # ------------------------------------------------------------------- judging
@@ -450,6 +465,7 @@ class ResultSet:
         self._loaded: dict[str, object] = {}
         self._errors: dict[str, str] = {}
         self._stale: dict[tuple[str, str], list[str]] = {}
+        self._digests: dict[Path, str] = {}  # source hashes: files do not change during a build
         self._ids: list[str] | None = None
         self._others: list[Path] = []
 
@@ -501,7 +517,7 @@ class ResultSet:
         """Sources of a case that changed since it was measured ([] when current)."""
         key = (result_id, case_id)
         if key not in self._stale:
-            staleness = self.get(result_id).case_staleness(case_id, self.root)
+            staleness = self.get(result_id).case_staleness(case_id, self.root, self._digests)
             self._stale[key] = [] if staleness.current else list(staleness.changed)
         return self._stale[key]
 

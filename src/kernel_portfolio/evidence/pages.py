@@ -37,6 +37,10 @@ IMPL_ORDER = ("ours", "torch", "compile", "liger", "cublas")
 #: operator needs several), so that no page grows past what a phone loads
 #: comfortably; its evidence page keeps each case's anchor, where claims link.
 PAGE_ROWS = 800
+#: Front matter of those detail pages: left out of the site search, whose index
+#: they would dominate with per-plan tables (and whose build time they did); the
+#: run's evidence page and the case anchors that link to them stay searchable.
+_UNSEARCHED = ["---", "search:", "  exclude: true", "---", ""]
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,7 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
             detail = f"evidence/{result_id}/{name}.md"
             title = op if len(parts) == 1 else f"{op}, part {k} of {len(parts)}"
             body = [
+                *_UNSEARCHED,
                 f"# Evidence: {result_id}, {title}",
                 "",
                 f"Every implementation of each case below, from "

@@ -80,11 +80,20 @@ class Staleness:
     changed: list[str] = field(default_factory=list)
 
 
-def _stale(recorded: dict[str, str], paths, base: Path) -> Staleness:
+def _stale(
+    recorded: dict[str, str], paths, base: Path, digests: dict[Path, str] | None = None
+) -> Staleness:
+    """Staleness over ``paths``; ``digests`` (file -> SHA-256) caches hashes across calls."""
+    digests = {} if digests is None else digests
     changed = []
     for p in sorted(paths):
         target = base / p
-        if not target.is_file() or file_sha256(target) != recorded[p]:
+        if not target.is_file():
+            changed.append(p)
+            continue
+        if target not in digests:
+            digests[target] = file_sha256(target)
+        if digests[target] != recorded[p]:
             changed.append(p)
     return Staleness(not changed, changed)
 
@@ -159,9 +168,19 @@ class Result:
         recorded = self.data["sources"]
         return _stale(recorded, recorded, self._base(root))
 
-    def case_staleness(self, case_id: str, root: str | Path | None = None) -> Staleness:
-        """Like :meth:`staleness`, over the files one case depends on."""
-        return _stale(self.data["sources"], self.case(case_id)["depends_on"], self._base(root))
+    def case_staleness(
+        self,
+        case_id: str,
+        root: str | Path | None = None,
+        digests: dict[Path, str] | None = None,
+    ) -> Staleness:
+        """Like :meth:`staleness`, over the files one case depends on.
+
+        ``digests`` caches file hashes across calls, for a caller that knows
+        the files do not change in between (one site build).
+        """
+        base = self._base(root)
+        return _stale(self.data["sources"], self.case(case_id)["depends_on"], base, digests)
 
     def frame(self) -> pd.DataFrame:
         """One row per case x implementation (columns :data:`FRAME_COLUMNS`).
