@@ -425,10 +425,11 @@ def page_url(site: Path, path: Path) -> str:
 def scan_site(site: Path) -> list[PageScan]:
     """Scan every ``*.html`` file of a built site, in path order.
 
-    Pages are parsed in parallel, one process per CPU (the parse is pure Python
-    and the evidence pages are large). A page whose URL and HTML were scanned
-    before in this process is not parsed again (the scan is a function of the
-    two; :func:`judge` only reads it), which keeps repeated checks of one large
+    Pages are parsed in parallel, one forked process per CPU where the platform
+    forks (the parse is pure Python and the evidence pages are large). A page
+    whose URL and HTML were scanned before in this process is not parsed again
+    (the scan is a function of the two; :func:`judge` only reads it), which
+    keeps repeated checks of one large
     site, as in the tests, cheap.
     """
     site = Path(site)
@@ -437,7 +438,7 @@ def scan_site(site: Path) -> list[PageScan]:
     ]
     todo = list(dict.fromkeys(page for page in pages if page not in _SCANS))
     workers = min(os.cpu_count() or 1, len(todo))
-    if workers > 1:
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         fork = multiprocessing.get_context("fork")
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=fork) as pool:
             _SCANS.update(zip(todo, pool.map(_scan, todo, chunksize=4), strict=True))
