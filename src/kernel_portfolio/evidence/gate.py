@@ -429,8 +429,7 @@ def scan_site(site: Path) -> list[PageScan]:
     forks (the parse is pure Python and the evidence pages are large). A page
     whose URL and HTML were scanned before in this process is not parsed again
     (the scan is a function of the two; :func:`judge` only reads it), which
-    keeps repeated checks of one large
-    site, as in the tests, cheap.
+    keeps repeated checks of one large site, as in the tests, cheap.
     """
     site = Path(site)
     pages = [
