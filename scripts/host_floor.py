@@ -136,13 +136,19 @@ def _node(out):
     ``backward`` with the node as its context, which keeps the saved tensors
     for the next call (applying the node would free them). A fused forward
     with a second output (torch's RMSNorm returns its ``rstd`` too) takes a
-    gradient for each output.
+    gradient for each output. Gradient recording is off, as autograd runs a
+    backward: with it on, a backward that calls an operator would record that
+    call too.
     """
     node = out.grad_fn
     extra = (None,) * (len(node._input_metadata) - 1)
-    if hasattr(node, "_forward_cls"):  # the call holds ``out``: its graph stays alive
-        return lambda grad, out=out: node._forward_cls.backward(node, grad, *extra)
-    return lambda grad, out=out: node(grad, *extra)
+    run = partial(node._forward_cls.backward, node) if hasattr(node, "_forward_cls") else node
+
+    def call(grad, out=out):  # holding ``out`` keeps its graph alive
+        with torch.no_grad():
+            return run(grad, *extra)
+
+    return call
 
 
 def rows() -> list[tuple[str, object]]:
@@ -232,6 +238,18 @@ def allocation_rows() -> list[tuple[str, object]]:
     ]
 
 
+def _cprofile(table: list[tuple[str, object]], name: str, lines: int) -> None:
+    """Print the ``lines`` costliest functions of 2000 calls of row ``name`` (if it ran)."""
+    call = dict(table).get(name)
+    if call is None:
+        return
+    profiler = cProfile.Profile()
+    profiler.runcall(lambda: [call() for _ in range(2000)])
+    torch.cuda.synchronize()
+    print(f"\n== cProfile: {name}, 2000 calls")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -266,27 +284,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, call in table:
         print(f"{name:<34} {statistics.median(timing.host_cost(call)):12.1f}", flush=True)
     if args.alloc:
-        for name, call in table[2:]:
-            profiler = cProfile.Profile()
-            profiler.runcall(lambda c=call: [c() for _ in range(2000)])
-            torch.cuda.synchronize()
-            print(f"\n== cProfile: {name}, 2000 calls")
-            pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(8)
+        for name in ("kp.matmul fwd 512^3", "kp.matmul fwd 512^3, cached scratch"):
+            _cprofile(table, name, 8)
     if args.profile:  # both in this thread: the forward, and the backward node called directly
         for name in (
             "kp.rms_norm fwd",
             "kp.rms_norm grad_fn called",
             f"kp.matmul grad_fn called {GEMM_SIZES[0]}^3",
         ):
-            call = dict(table).get(name)
-            if call is None:
-                continue
-            profiler = cProfile.Profile()
-            profiler.runcall(lambda c=call: [c() for _ in range(2000)])
-            torch.cuda.synchronize()
-            print(f"\n== cProfile: {name}, 2000 calls")
-            stats = pstats.Stats(profiler, stream=sys.stdout)
-            stats.sort_stats("tottime").print_stats(25)
+            _cprofile(table, name, 25)
         for name in ("kp.rms_norm fwd+bwd", f"kp.matmul fwd+bwd {GEMM_SIZES[0]}^3"):
             call = dict(table).get(name)  # both threads: what autograd's device thread does too
             if call is None:

@@ -443,11 +443,17 @@ def scan_site(site: Path) -> list[PageScan]:
             _SCANS.update(zip(todo, pool.map(_scan, todo, chunksize=4), strict=True))
     else:
         _SCANS.update((page, _scan(page)) for page in todo)
-    return [_SCANS[page] for page in pages]
+    scans = [_SCANS[page] for page in pages]
+    for page in pages:  # most recently used last; the oldest go beyond the bound
+        _SCANS[page] = _SCANS.pop(page)
+    while len(_SCANS) > _SCANS_KEPT:
+        del _SCANS[next(iter(_SCANS))]
+    return scans
 
 
-#: Scans by (URL, HTML), for the life of the process.
+#: Scans by (URL, HTML), least recently used first, at most :data:`_SCANS_KEPT`.
 _SCANS: dict[tuple[str, str], PageScan] = {}
+_SCANS_KEPT = 256
 
 
 def _scan(page: tuple[str, str]) -> PageScan:
