@@ -4,8 +4,9 @@ The interpreter file (``test_rms_norm.py``) also runs on CUDA; this one adds
 what only a GPU can check: real sizes in every plan and dtype (with float32 ->
 bfloat16 rounding to nearest even, so ``h`` is bit-exact there too),
 ``torch.library.opcheck``, ``torch.compile(fullgraph=True)`` forward and
-backward, no Triton recompile for a new batch size, offsets past 2^31, and a
-second GPU while the first is current.
+backward, no Triton recompile for a new batch size, offsets past 2^31, the
+no-grad forward's peak memory (its outputs, no ``rstd``), and a second GPU
+while the first is current.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 from kp_testing import REL_TOL, assert_matches
 from test_rms_norm import (
     OPS,
+    _forward_outputs,
     check_op,
     make_inputs,
     poisoned_allocations,  # noqa: F401  (fixture used by name below)
@@ -131,6 +133,38 @@ def test_compile_fullgraph_forward_backward(op):
     compiled = loss_and_grads(torch.compile(loss, fullgraph=True))  # a graph break raises
     for name, want in eager.items():
         assert_matches(compiled[name], want, want.dtype, name)
+
+
+# Few wide rows, where rstd's 16 bytes still take a 512-byte allocator block,
+# and 512 x 4096, where rstd is 2 KiB.
+@pytest.mark.parametrize("plan", ["block", "looped", "split"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("shape", [(4, 32769), (512, 4096)], ids=_case_id)
+def test_no_grad_forward_allocates_only_its_outputs(shape, op, plan):
+    # Peak memory above the inputs = what the returned outputs hold (y, and h),
+    # as the allocator counts them, plus, for the split plan, the float32
+    # partial sums of squares (n_rows x slices; small, so one block rounded up
+    # to the allocator's 512 bytes) that live during the launch. No rstd.
+    x, residual, weight = make_inputs(op, shape, torch.bfloat16, "cuda")
+    scratch = 0
+    if plan == "split":
+        _, n_split = rms_mod._split(shape[1], plans.choose_for(x, plan))
+        scratch = -(-shape[0] * n_split * 4 // 512) * 512
+
+    def forward():
+        with torch.no_grad():
+            return _forward_outputs(op, x, residual, weight, plan)
+
+    forward()  # compile outside the measurement; its outputs are freed
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    outputs = forward()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    held = torch.cuda.memory_allocated() - before
+    assert held >= sum(t.numel() * t.element_size() for t in outputs)
+    assert peak == held + scratch, f"peak {peak} B: {peak - held - scratch} B beyond the outputs"
 
 
 _KERNELS = (

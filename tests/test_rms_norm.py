@@ -302,6 +302,98 @@ def test_rstd_saved_for_backward(plan, shape, device):
     assert_matches(rstd, expected, torch.float32, "rstd")
 
 
+# The no-grad forward (contracts.direct_route) has no backward to feed, so it
+# neither allocates nor writes rstd; a forward that autograd records (the
+# eager Function) and the custom ops do. Each kernel path, each op, with and
+# without a weight.
+def _forward_outputs(op, x, residual, weight, plan):
+    """``(y,)`` or ``(y, h)`` of the public function."""
+    if op == "rms_norm":
+        return (kp.rms_norm(x, weight, plan=plan),)
+    return kp.residual_rms_norm(x, residual, weight, plan=plan)
+
+
+@pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no_weight"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("plan", "shape"), MATRIX_PLANS, ids=_case_id)
+def test_no_grad_forward_gives_the_same_bits(plan, shape, op, with_weight, device):
+    inputs = make_inputs(op, shape, torch.float16, device, with_weight)
+    leaves = [t.detach().requires_grad_() if t is not None else None for t in inputs]
+    no_grad = _forward_outputs(op, *inputs, plan)
+    recorded = _forward_outputs(op, *leaves, plan)
+    with _PassThrough():  # the custom op, which keeps rstd as the forward always did
+        op_route = _forward_outputs(op, *inputs, plan)
+    assert no_grad[0].grad_fn is None and recorded[0].grad_fn is not None
+    names = ("y", "h")[: len(no_grad)]
+    for name, got, rec, via_op in zip(names, no_grad, recorded, op_route, strict=True):
+        assert torch.equal(got, rec.detach()), f"{name}: no-grad bits differ from recorded"
+        assert torch.equal(got, via_op), f"{name}: no-grad bits differ from the custom op's"
+
+
+@pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no_weight"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("plan", "shape"), MATRIX_PLANS, ids=_case_id)
+def test_forward_without_rstd_writes_every_output(plan, shape, op, with_weight, device):
+    # The outputs _rms_norm allocates are NaN-poisoned (poisoned_allocations).
+    x, residual, weight = make_inputs(op, shape, torch.float16, device, with_weight)
+    chosen = plans.choose_for(x, plan)
+    y, h, rstd = rms_mod._rms_norm(x, residual, weight, 1e-6, chosen, x, keep_rstd=False)
+    assert rstd is None
+    if residual is None:
+        assert h is None
+        assert_matches(y, reference.rms_norm(x, weight), torch.float16, "y")
+    else:
+        y_ref, h_ref = reference.residual_rms_norm(x, residual, weight)
+        assert_matches(y, y_ref, torch.float16, "y")
+        assert_h_exact(h, h_ref, torch.float16)
+    kept = rms_mod._rms_norm(x, residual, weight, 1e-6, chosen, x, keep_rstd=True)
+    assert kept[2].shape == (shape[0],) and not kept[2].isnan().any()
+    assert torch.equal(y, kept[0])
+    assert h is None or torch.equal(h, kept[1])
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("plan", "shape"), MATRIX_PLANS, ids=_case_id)
+def test_no_grad_forward_neither_allocates_nor_stores_rstd(plan, shape, op, device, monkeypatch):
+    # Records, per forward, the float32 (n_rows,) allocations (rstd's shape)
+    # and the STORE_RSTD of each launch of a kernel that takes rstd_ptr.
+    allocations, stores = [], []
+    empty, launchable = torch.empty, rms_mod.launchable
+
+    def recording_empty(*size, **kwargs):
+        out = empty(*size, **kwargs)
+        if out.dtype == torch.float32 and out.shape == (shape[0],):
+            allocations.append(out.shape)
+        return out
+
+    class RecordingLaunch:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                if self.kernel in (rms_mod._fwd_kernel, rms_mod._fwd_split_kernel):
+                    stores.append(kwargs.get("STORE_RSTD"))
+                return launchable(self.kernel)[grid](*args, **kwargs)
+
+            return launch
+
+    def record(inputs, mode=None):
+        allocations.clear()
+        stores.clear()
+        with mode or contextlib.nullcontext():
+            _forward_outputs(op, *inputs, plan)
+        return len(allocations), list(stores)
+
+    monkeypatch.setattr(torch, "empty", recording_empty)
+    monkeypatch.setattr(rms_mod, "launchable", RecordingLaunch)
+    inputs = make_inputs(op, shape, torch.float32, device)
+    leaves = [t.detach().requires_grad_() if t is not None else None for t in inputs]
+    assert record(inputs) == (0, [False]), "the no-grad forward allocated or stored rstd"
+    assert record(leaves) == (1, [True]), "the recording forward must keep rstd"
+    assert record(inputs, _PassThrough()) == (1, [True]), "the custom op must keep rstd"
+
+
 @pytest.mark.parametrize(
     "plan", ["block", RowPlan("looped", 64, 4), RowPlan("split", 64, 4, 2)], ids=_case_id
 )

@@ -23,16 +23,18 @@ dx      = dh  (+ the upstream gradient of h, for residual_rms_norm;
 dweight = sum over rows of dy * h * rstd
 ```
 
-``rstd`` (float32, one per row) is saved by the forward pass for the backward.
+``rstd`` (float32, one per row) is written by the forward pass and saved for
+the backward when autograd records; the no-grad forward neither allocates nor
+writes it (``STORE_RSTD`` false).
 ``dweight`` is deterministic: no atomics. Each backward program accumulates a
 float32 partial ``dweight`` over a fixed set of rows (at most
 ``BWD_PROGRAMS_PER_SM`` partial rows per SM), and a second kernel sums the
 partial rows in a fixed order.
 
 Memory traffic for ``M`` rows of ``N`` elements of ``E`` bytes, leaving out
-``rstd`` (4 bytes a row), ``weight`` and, in the backward, the float32
-``dweight`` partials (at most ``BWD_PROGRAMS_PER_SM`` rows of ``N`` per SM,
-written once and read once):
+``rstd`` (4 bytes a row, written only by a forward that autograd records),
+``weight`` and, in the backward, the float32 ``dweight`` partials (at most
+``BWD_PROGRAMS_PER_SM`` rows of ``N`` per SM, written once and read once):
 
 ```text
 plan           rms_norm fwd   residual fwd   bwd            bwd with dh
@@ -58,8 +60,8 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   registers. ``dy`` and ``h`` are therefore read twice.
 
 Specialisation, as in the other row operators. Compile-time values: the
-dtypes, ``HAS_RESIDUAL``, ``HAS_WEIGHT``, ``HAS_DH``, ``ONE_CHUNK``, ``BLOCK``
-and ``num_warps`` (fixed by the plan), and ``VEC``
+dtypes, ``HAS_RESIDUAL``, ``HAS_WEIGHT``, ``HAS_DH``, ``STORE_RSTD``,
+``ONE_CHUNK``, ``BLOCK`` and ``num_warps`` (fixed by the plan), and ``VEC``
 (:func:`kernel_portfolio.plans.vec_width`: the 16-byte vector width the row
 width and row strides allow). Runtime arguments that Triton is told not to
 specialise (``do_not_specialize``): the row count, the row width, the row
@@ -225,6 +227,7 @@ def _fwd_kernel(
     eps,
     HAS_RESIDUAL: tl.constexpr,
     HAS_WEIGHT: tl.constexpr,
+    STORE_RSTD: tl.constexpr,
     BLOCK: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
@@ -233,7 +236,8 @@ def _fwd_kernel(
 
     ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row, and the weight, in
     registers; otherwise the row is walked twice, re-reading ``h`` from the
-    ``h`` output (residual) or from ``x``.
+    ``h`` output (residual) or from ``x``. ``rstd_ptr`` is written only when
+    ``STORE_RSTD``.
     """
     # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
     n_cols = n_cols // VEC * VEC
@@ -279,7 +283,8 @@ def _fwd_kernel(
                 HAS_WEIGHT,
                 BLOCK,
             )
-        tl.store(rstd_ptr + row64, rstd)
+        if STORE_RSTD:
+            tl.store(rstd_ptr + row64, rstd)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -334,17 +339,21 @@ def _fwd_split_kernel(
     eps,
     HAS_RESIDUAL: tl.constexpr,
     HAS_WEIGHT: tl.constexpr,
+    STORE_RSTD: tl.constexpr,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
 ):
-    """Split plan, kernel 2: merge the row's partial sums, write slice ``s`` of ``y``."""
+    """Split plan, kernel 2: merge the row's partial sums, write slice ``s`` of ``y``.
+
+    Slice 0 also writes the row's ``rstd`` when ``STORE_RSTD``.
+    """
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
     row64 = tl.program_id(0).to(tl.int64)
     splits = tl.num_programs(1)
     rstd = tl.rsqrt(_merge(ss_ptr + row64 * splits, splits, MAX_PARTIALS) / n_cols + eps)
-    if tl.program_id(1) == 0:
+    if STORE_RSTD and tl.program_id(1) == 0:  # a constexpr False drops the branch
         tl.store(rstd_ptr + row64, rstd)
     start, end = _slice(chunks_per_split, n_cols, BLOCK)
     _normalise(
@@ -547,14 +556,16 @@ def _forward(
     plan: plans.RowPlan,
     y: torch.Tensor,
     h: torch.Tensor | None,
-    rstd: torch.Tensor,
+    rstd: torch.Tensor | None,
 ) -> None:
-    """Write ``y``, ``h`` (with a residual) and ``rstd`` for a 2-D ``x`` of any strides.
+    """Write ``y``, ``h`` (with a residual) and ``rstd`` (when given) for a 2-D ``x``.
 
-    ``residual`` has ``x``'s shape (any strides); ``weight`` is contiguous.
-    ``y`` and ``h`` must be contiguous ``x.shape`` tensors of ``x``'s dtype and
-    ``rstd`` a float32 ``(n_rows,)`` tensor: the custom ops pass fresh ones,
-    tests NaN-poisoned ones. Unused pointers get ``x``; they are never read.
+    ``x`` and ``residual`` (``x``'s shape) may have any strides; ``weight`` is
+    contiguous. ``y`` and ``h`` must be contiguous ``x.shape`` tensors of
+    ``x``'s dtype and ``rstd`` a float32 ``(n_rows,)`` tensor, or None when no
+    backward will read it (the kernels then skip it): the custom ops pass fresh
+    ones, tests NaN-poisoned ones. Unused pointers get ``x``; they are never
+    read.
     """
     n_rows, n_cols = x.shape
     if n_rows == 0 or n_cols == 0:
@@ -563,6 +574,7 @@ def _forward(
     res = residual if has_res else x
     hh = h if has_res else y
     w = weight if weight is not None else x
+    rs = rstd if rstd is not None else x
     strides = (*x.stride(), *res.stride())  # stride_xm, stride_xn, stride_rm, stride_rn
     consts = {
         "HAS_RESIDUAL": has_res,
@@ -579,12 +591,13 @@ def _forward(
                 w,
                 y,
                 hh,
-                rstd,
+                rs,
                 n_rows,
                 n_cols,
                 *strides,
                 eps,
                 HAS_WEIGHT=weight is not None,
+                STORE_RSTD=rstd is not None,
                 ONE_CHUNK=plan.block >= n_cols,
                 **consts,
             )
@@ -601,12 +614,13 @@ def _forward(
             y,
             hh,
             ss,
-            rstd,
+            rs,
             n_cols,
             chunks_per_split,
             *strides[:2],
             eps,
             HAS_WEIGHT=weight is not None,
+            STORE_RSTD=rstd is not None,
             MAX_PARTIALS=plans.MAX_SPLITS,
             **consts,
         )
@@ -719,17 +733,20 @@ def _rms_norm(
     eps: float,
     plan: plans.RowPlan,
     like: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    *,
+    keep_rstd: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """``(y, h, rstd)`` of the 2-D rows ``x`` (``h`` is None without a residual).
 
     ``y`` and ``h`` are new contiguous tensors shaped like ``like``: ``x``
-    itself for the custom ops, the caller's tensor for the eager routes. The
-    body of ``kp::rms_norm`` and ``kp::residual_rms_norm``, and of the eager
-    routes.
+    itself for the custom ops, the caller's tensor for the eager routes.
+    ``rstd`` is made only when ``keep_rstd`` (a backward will read it);
+    otherwise it is neither allocated nor written, and None. The body of ``kp::rms_norm`` and
+    ``kp::residual_rms_norm`` (which keep it), and of the eager routes.
     """
     y = torch.empty_like(like, memory_format=torch.contiguous_format)
     h = torch.empty_like(y) if residual is not None else None
-    rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+    rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device) if keep_rstd else None
     h2d = _as_launched(h, x.shape) if h is not None else None
     _forward(x, residual, weight, eps, plan, _as_launched(y, x.shape), h2d, rstd)
     return y, h, rstd
@@ -770,7 +787,7 @@ def _rms_norm_op(
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
-    y, _, rstd = _rms_norm(x, None, weight, eps, plan, x)
+    y, _, rstd = _rms_norm(x, None, weight, eps, plan, x, keep_rstd=True)
     return y, rstd
 
 
@@ -786,7 +803,7 @@ def _residual_rms_norm_op(
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
-    return _rms_norm(x, residual, weight, eps, plan, x)
+    return _rms_norm(x, residual, weight, eps, plan, x, keep_rstd=True)
 
 
 @triton_op("kp::rms_norm_backward", mutates_args=())
@@ -851,16 +868,18 @@ _residual_rms_norm_op.register_autograd(
 # view nodes in the graph); the launchers see 2-D rows.
 
 
-def _eager_forward(x, residual, weight, eps, plan):
+def _eager_forward(x, residual, weight, eps, plan, *, keep_rstd: bool):
     """``(x rows, plan, y, h, rstd)``: the direct route and the eager forward.
 
     ``y`` and ``h`` have ``x``'s shape; ``plan`` is the chosen :class:`RowPlan`.
+    ``rstd`` is None unless ``keep_rstd``: the autograd Functions keep it for
+    their backward, the direct route (no backward) skips it.
     """
     x2d = plans.as_rows(x)
     plan = plans.choose_for(x2d, plan)
     r2d = plans.as_rows(residual) if residual is not None else None
     with direct_launches():
-        y, h, rstd = _rms_norm(x2d, r2d, weight, eps, plan, x)
+        y, h, rstd = _rms_norm(x2d, r2d, weight, eps, plan, x, keep_rstd=keep_rstd)
     return x2d, plan, y, h, rstd
 
 
@@ -890,7 +909,7 @@ class _RMSNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps, plan):
-        x2d, plan, y, _, rstd = _eager_forward(x, None, weight, eps, plan)
+        x2d, plan, y, _, rstd = _eager_forward(x, None, weight, eps, plan, keep_rstd=True)
         ctx.save_for_backward(x2d, weight, rstd)
         ctx.plan, ctx.shape = plan, x.shape
         return y
@@ -908,7 +927,7 @@ class _ResidualRMSNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, residual, weight, eps, plan):
-        _, plan, y, h, rstd = _eager_forward(x, residual, weight, eps, plan)
+        _, plan, y, h, rstd = _eager_forward(x, residual, weight, eps, plan, keep_rstd=True)
         ctx.save_for_backward(h, weight, rstd)
         ctx.plan, ctx.shape = plan, x.shape
         return y, h
@@ -996,7 +1015,7 @@ def rms_norm(
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, weight):
-        return _eager_forward(x, None, weight, eps, plan)[2]
+        return _eager_forward(x, None, weight, eps, plan, keep_rstd=False)[2]
     if eager_route():
         return _RMSNorm.apply(x, weight, eps, plan)
     y, _ = torch.ops.kp.rms_norm(plans.as_rows(x), weight, eps, *plans.to_op_args(plan))
@@ -1058,7 +1077,7 @@ def residual_rms_norm(
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, residual, weight):
-        return _eager_forward(x, residual, weight, eps, plan)[2:4]
+        return _eager_forward(x, residual, weight, eps, plan, keep_rstd=False)[2:4]
     if eager_route():
         return _ResidualRMSNorm.apply(x, residual, weight, eps, plan)
     x2d, r2d = plans.as_rows(x), plans.as_rows(residual)
