@@ -338,7 +338,7 @@ def test_host_cost_loops_without_syncing_inside(counted_sync):
 
 def _ready(call):
     visits = [[1.0] * SUITES["smoke"].samples] * SUITES["smoke"].visits
-    return runner._Ready(call, None, None, ImplOutcome("ok", None, 1e-4, visits, 1))
+    return runner._Ready(call, None, None, 0.0, ImplOutcome("ok", None, 1e-4, visits, 1))
 
 
 def test_host_cost_metric_in_the_record_and_the_table(counted_sync, monkeypatch):

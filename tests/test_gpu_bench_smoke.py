@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -29,6 +31,21 @@ def test_timers_measure_positive_times():
     assert timing.peak_memory(lambda: x * 2) >= x.numel() * 4
     nbytes, copy = timing.copy_bandwidth(3, nbytes=256 << 20)
     assert nbytes == 512 << 20 and min(copy) > 0
+
+
+def test_a_lead_keeps_the_hosts_pace_out_of_event_times():
+    x = torch.randn(1 << 20, device="cuda")
+
+    def slow_host():  # 3 ms of host work in front of a few microseconds of device work
+        time.sleep(3e-3)
+        x.mul_(1.0)
+
+    paced = timing.time_events(slow_host, 5)
+    led = timing.time_events(slow_host, 5, lead_ms=timing.lead_for(slow_host))
+    assert min(paced) > 2.5, paced  # without a lead the events time the host
+    assert max(led) < 0.5, led
+    with pytest.raises(ValueError, match="lead_ms"):
+        timing.time_events(slow_host, 1, lead_ms=timing.MAX_LEAD_MS + 1)
 
 
 @pytest.mark.parametrize("cache", ["cold", "warm"])

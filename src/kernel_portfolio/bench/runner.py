@@ -394,6 +394,7 @@ class _Ready:
     call: Callable
     prepare: Callable | None
     graph: torch.cuda.CUDAGraph | None
+    lead_ms: float
     outcome: ImplOutcome
 
 
@@ -424,12 +425,15 @@ def _prepare_impl(
                 prepare()
             call()
         peak = timing.peak_memory(call, prepare=prepare)
-        graph = None
+        graph, lead_ms = None, 0.0
         if case.timer == "cuda_graph":
             graph = timing.capture_graph(call, graph_calls, prepare=prepare)
+        else:
+            lead_ms = timing.lead_for(call, prepare=prepare)
+            metrics["lead_us"] = {"value": lead_ms * 1e3, "unit": "us"}
     except Exception as err:
         return _not_ok(name, "timing set-up", err)
-    return _Ready(call, prepare, graph, ImplOutcome("ok", None, rel, [], peak, metrics))
+    return _Ready(call, prepare, graph, lead_ms, ImplOutcome("ok", None, rel, [], peak, metrics))
 
 
 def _measure_host_cost(ready: dict[str, _Ready], outcomes: dict[str, ImplOutcome]) -> None:
@@ -489,7 +493,7 @@ def run_case(
                     samples = timing.time_graph(r.graph, suite.samples, suite.graph_calls)
                 else:
                     samples = timing.time_events(
-                        r.call, suite.samples, prepare=r.prepare, flush=flush
+                        r.call, suite.samples, prepare=r.prepare, flush=flush, lead_ms=r.lead_ms
                     )
             except Exception as err:
                 outcomes[name] = _not_ok(name, "timing", err)
@@ -620,8 +624,10 @@ def _measure_cases(cases, *, suite, visits, cache, seed, flusher, copy_gbps, sou
 
 def _timing_block(suite: Suite, cache, visits, seed, warm_ms, flusher) -> dict:
     notes = (
-        "events: CUDA events around each call (a call whose GPU work is shorter than its "
-        "host launch cost, e.g. autograd fwdbwd of small shapes, measures the host); cold: a "
+        "events: CUDA events around each call, the stream spinning for a lead before the "
+        "start event (metric lead_us: four times the host time to queue one call, doubled "
+        "for a sample whose host outran it), so that the events time the device's work even "
+        "where the host's work per call is longer (autograd fwdbwd of mid-size shapes); cold: a "
         "buffer of twice the L2 is overwritten before each call; cuda_graph: graph_calls calls "
         "per replay, warm L2; speed-up ratios are computed per visit (baseline median / impl "
         "median), then summarised over visits; compile time is excluded (metric compile_ms); "

@@ -4,7 +4,12 @@
   :class:`L2Flusher` the L2 is overwritten before each call (cold cache: the
   call reads its inputs from device memory, as it would inside a larger
   program); the flush and the ``prepare`` step (gradients set to ``None``)
-  run outside the timed region.
+  run outside the timed region. With a lead (``lead_ms``) the stream spins
+  for that long before the start event, so that the host has queued the whole
+  call before the device reaches it: the events then time the device's work,
+  not the host's pace (a forward and backward of 16 MiB tensors is tens of
+  microseconds of device work behind hundreds of host work). Host cost is
+  :func:`host_cost`'s subject.
 * :func:`capture_graph` + :func:`time_graph`: ``calls`` calls captured in one
   CUDA graph and replayed; a sample is one replay's time divided by ``calls``.
   This removes the host's launch cost, which dominates latency-bound shapes;
@@ -35,6 +40,8 @@ HOST_PROBE_CALLS = 20
 
 #: Bytes copied by :func:`copy_bandwidth` (the source; the count is read + write).
 COPY_BYTES = 2 << 30
+#: Longest lead :func:`time_events` spins before a call (milliseconds).
+MAX_LEAD_MS = 20.0
 
 
 class L2Flusher:
@@ -70,6 +77,7 @@ def time_events(
     *,
     prepare: Callable[[], None] | None = None,
     flush: Callable[[], None] | None = None,
+    lead_ms: float = 0.0,
 ) -> list[float]:
     """Time ``samples`` calls, each between its own pair of CUDA events.
 
@@ -78,24 +86,79 @@ def time_events(
         samples: Number of timed calls.
         prepare: Run before each call, outside the timed region.
         flush: Run before each call, outside the timed region (L2 flush).
+        lead_ms: Spin the stream this long before each start event (see the
+            module docstring; :func:`lead_for` picks one). A sample whose call
+            took the host longer to queue than its lead is taken again on a
+            lead twice as long (at most :data:`MAX_LEAD_MS`, three attempts).
 
     Returns:
         Milliseconds per call.
+
+    Raises:
+        ValueError: ``lead_ms`` is negative or above :data:`MAX_LEAD_MS`.
     """
-    events = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        for _ in range(samples)
-    ]
-    for start, end in events:
-        if flush is not None:
-            flush()
-        if prepare is not None:
-            prepare()
-        start.record()
-        call()
-        end.record()
+    if not 0.0 <= lead_ms <= MAX_LEAD_MS:
+        raise ValueError(f"lead_ms must be in [0, {MAX_LEAD_MS:g}], got {lead_ms}")
+    events = []
+    for _ in range(samples):
+        for attempt in range(_LEAD_ATTEMPTS):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            if flush is not None:
+                flush()
+            if prepare is not None:
+                prepare()
+            queued_from = time.perf_counter()
+            if lead_ms:
+                torch.cuda._sleep(round(lead_ms * _spin_cycles_per_ms()))
+            start.record()
+            call()
+            end.record()
+            host_ms = (time.perf_counter() - queued_from) * 1e3
+            # The device cannot have waited for the host if the host queued the
+            # call within the spin; else time this sample again on a longer lead.
+            if not lead_ms or host_ms <= lead_ms or attempt == _LEAD_ATTEMPTS - 1:
+                break
+            lead_ms = min(2 * lead_ms, MAX_LEAD_MS)
+        events.append((start, end))
     torch.cuda.synchronize()
     return [start.elapsed_time(end) for start, end in events]
+
+
+#: Times :func:`time_events` takes one sample whose host outran its lead.
+_LEAD_ATTEMPTS = 3
+
+
+@functools.cache
+def _spin_cycles_per_ms() -> float:
+    """Clock cycles of ``torch.cuda._sleep`` per millisecond on the current device."""
+    cycles = 1 << 20
+    torch.cuda._sleep(cycles)  # warm-up
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    end.synchronize()
+    return cycles / start.elapsed_time(end)
+
+
+def lead_for(call: Callable[[], object], *, prepare: Callable[[], None] | None = None) -> float:
+    """A lead for :func:`time_events` (ms): four times the slowest of three calls' host time.
+
+    Each call's host time is the wall-clock time to queue it (no synchronisation
+    inside); at least 0.05 ms, at most :data:`MAX_LEAD_MS`.
+    """
+    slowest = 0.0
+    for _ in range(3):
+        if prepare is not None:
+            prepare()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        call()
+        slowest = max(slowest, time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return min(MAX_LEAD_MS, max(0.05, 4e3 * slowest))
 
 
 def host_cost(

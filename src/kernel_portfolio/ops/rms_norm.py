@@ -177,9 +177,14 @@ def _normalise(
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """Second pass over ``[start, end)``: re-read ``h`` (stored, or ``x``), write ``y``."""
-    for c0 in range(start, end, BLOCK):
-        cols = c0 + tl.arange(0, BLOCK)
+    """Second pass over ``[start, end)``, last chunk first: re-read ``h``, write ``y``.
+
+    Last first: the chunks the first pass read last are the likeliest to still
+    be in L2 (see :func:`kernel_portfolio.plans.persistent_programs`).
+    """
+    n_chunks = tl.cdiv(end - start, BLOCK)
+    for c in range(n_chunks):
+        cols = start + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
         if HAS_RESIDUAL:
             h = tl.load(h_row + cols, mask=mask, other=0.0)
@@ -584,8 +589,16 @@ def _forward(
     }
     with device_guard(x):
         if plan.kind != "split":
-            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
-            launchable(_fwd_kernel)[grid](
+            # A row moves x and y, and with a residual also residual and h.
+            row_bytes = (4 if has_res else 2) * n_cols * x.element_size()
+            programs = plans.persistent_programs(
+                n_rows,
+                plan,
+                plans.sm_count(x.device),
+                row_bytes=row_bytes,
+                l2_bytes=plans.l2_bytes(x.device),
+            )
+            launchable(_fwd_kernel)[(programs,)](
                 x,
                 res,
                 w,

@@ -116,9 +116,13 @@ def _online_max_sum(x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexp
 
 @triton.jit
 def _write_probs(x_row, stride_xn, y_row, m, s, col0, n_chunks, n_cols, BLOCK: tl.constexpr):
-    """Reread ``n_chunks`` chunks from ``col0`` and write ``exp(x - m) / s``."""
+    """Reread ``n_chunks`` chunks from ``col0``, last first, and write ``exp(x - m) / s``.
+
+    Last first: the chunks read last by the first pass are the likeliest to
+    still be in L2 (see :func:`kernel_portfolio.plans.persistent_programs`).
+    """
     for c in range(n_chunks):
-        cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
+        cols = col0 + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
         y = tl.exp(x.to(tl.float32) - m) / s
@@ -142,9 +146,9 @@ def _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, n_chunks, n_cols, BLOCK
 def _write_grad(
     y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, n_chunks, n_cols, BLOCK: tl.constexpr
 ):
-    """Reread ``n_chunks`` chunks from ``col0`` and write ``y * (dy - dot)``."""
+    """Reread ``n_chunks`` chunks from ``col0``, last first, and write ``y * (dy - dot)``."""
     for c in range(n_chunks):
-        cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
+        cols = col0 + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
         y = tl.load(y_row + cols.to(tl.int64) * stride_yn, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
@@ -420,8 +424,16 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
     with device_guard(x):
         if plan.kind in ("block", "looped"):
             kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
-            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
-            launchable(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
+            programs = plans.persistent_programs(
+                n_rows,
+                plan,
+                plans.sm_count(x.device),
+                row_bytes=2 * n_cols * x.element_size(),
+                l2_bytes=plans.l2_bytes(x.device),
+            )
+            launchable(kernel)[(programs,)](
+                x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts
+            )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_max = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
@@ -468,8 +480,14 @@ def _launch_backward(
     with device_guard(y):
         if plan.kind in ("block", "looped"):
             kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
-            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
-            launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
+            programs = plans.persistent_programs(
+                n_rows,
+                plan,
+                plans.sm_count(y.device),
+                row_bytes=3 * n_cols * y.element_size(),
+                l2_bytes=plans.l2_bytes(y.device),
+            )
+            launchable(kernel)[(programs,)](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_dot = torch.empty((n_rows, n_splits), dtype=torch.float32, device=y.device)
