@@ -152,7 +152,8 @@ def estimate(suite: Suite, cases: list[Case], *, visits: int, cache: str = "cold
             timed = n * (CAPTURE_S + samples * suite.graph_calls * call + HOST_COST_S)
         else:
             flush = FLUSH_S if cache == "cold" else 0.0
-            timed = n * samples * (call + flush)
+            lead = timing.LEAD_HOST_MULTIPLE * HOST_S[(case.timer, case.mode)]
+            timed = n * samples * (call + flush + lead)
         timed += 0.05  # busy period before the case's timing
         est.compile += compile_s
         est.jit += jit_s

@@ -42,6 +42,8 @@ HOST_PROBE_CALLS = 20
 COPY_BYTES = 2 << 30
 #: Longest lead :func:`time_events` spins before a call (milliseconds).
 MAX_LEAD_MS = 20.0
+#: :func:`lead_for`'s lead, in multiples of the host time to queue one call.
+LEAD_HOST_MULTIPLE = 4
 
 
 class L2Flusher:
@@ -144,10 +146,11 @@ def _spin_cycles_per_ms() -> float:
 
 
 def lead_for(call: Callable[[], object], *, prepare: Callable[[], None] | None = None) -> float:
-    """A lead for :func:`time_events` (ms): four times the slowest of three calls' host time.
+    """A lead for :func:`time_events`, in milliseconds.
 
-    Each call's host time is the wall-clock time to queue it (no synchronisation
-    inside); at least 0.05 ms, at most :data:`MAX_LEAD_MS`.
+    :data:`LEAD_HOST_MULTIPLE` times the slowest of three calls' host time, the
+    wall-clock time to queue a call (no synchronisation inside); at least
+    0.05 ms, at most :data:`MAX_LEAD_MS`.
     """
     slowest = 0.0
     for _ in range(3):
@@ -158,7 +161,7 @@ def lead_for(call: Callable[[], object], *, prepare: Callable[[], None] | None =
         call()
         slowest = max(slowest, time.perf_counter() - start)
     torch.cuda.synchronize()
-    return min(MAX_LEAD_MS, max(0.05, 4e3 * slowest))
+    return min(MAX_LEAD_MS, max(0.05, LEAD_HOST_MULTIPLE * slowest * 1e3))
 
 
 def host_cost(
