@@ -305,8 +305,12 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
     A view whenever the leading dimensions collapse into one row stride (any
     contiguous tensor, a 2-D transposed or expanded view, rows with gaps); the
     kernels then read it natively through ``(stride_xm, stride_xn)``.
-    Otherwise ``reshape`` makes the one copy this module allows.
+    Otherwise ``reshape`` makes the one copy this module allows. A 2-D ``x``
+    is returned as it is (a reshape would give an equal view, at a cost of
+    host time on every call).
     """
+    if x.ndim == 2:
+        return x
     return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
