@@ -40,3 +40,9 @@ NARROW_CHUNK = 4096
 NARROW_WARPS: int | None = 8
 WIDE_CHUNK = 16384
 WIDE_WARPS: int | None = 8
+#: Software-pipeline stages of a block plan's row loop (softmax and RMSNorm
+#: forward): 2 copies each program's next row into shared memory while it
+#: reduces the current one; 1 turns that off. A guess, not fitted: the
+#: forwards at 8192 columns stop 7-11 points short of their bars, and the
+#: persistent loop then waits for each row's load in turn.
+BLOCK_STAGES = 2

@@ -98,7 +98,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 from torch.library import triton_op
 
-from kernel_portfolio import plans
+from kernel_portfolio import plan_rule, plans
 from kernel_portfolio.contracts import (
     check_eps,
     check_same,
@@ -236,8 +236,13 @@ def _fwd_kernel(
     BLOCK: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
     """Block and looped plans; a persistent grid: program ``p`` takes rows ``p, p + P, ...``.
+
+    With ``STAGES > 1`` (block plan only) Triton pipelines the row loop,
+    copying the next rows into shared memory (``cp.async``) while this one
+    is normalised.
 
     ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row, and the weight, in
     registers; otherwise the row is walked twice, re-reading ``h`` from the
@@ -253,7 +258,7 @@ def _fwd_kernel(
         mask = cols < n_cols
         if HAS_WEIGHT:
             w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
         r_row = r_ptr + row64 * stride_rm
@@ -612,6 +617,7 @@ def _forward(
                 HAS_WEIGHT=weight is not None,
                 STORE_RSTD=rstd is not None,
                 ONE_CHUNK=plan.block >= n_cols,
+                STAGES=plan_rule.BLOCK_STAGES if plan.block >= n_cols else 1,
                 **consts,
             )
             return

@@ -68,7 +68,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 from torch.library import triton_op
 
-from kernel_portfolio import plans
+from kernel_portfolio import plan_rule, plans
 from kernel_portfolio.contracts import (
     check_dim,
     check_tensor,
@@ -167,10 +167,13 @@ def _fwd_block_kernel(
     stride_ym,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
     """Block plan, forward: each row is loaded once, reduced in registers, stored once.
 
-    A persistent grid: program ``p`` handles rows ``p, p + programs, ...``.
+    A persistent grid: program ``p`` handles rows ``p, p + programs, ...``;
+    with ``STAGES > 1`` Triton pipelines that loop, copying the next rows into
+    shared memory (``cp.async``) while this one is reduced.
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
     n_cols = n_cols // VEC * VEC
@@ -178,7 +181,7 @@ def _fwd_block_kernel(
     stride_ym = stride_ym // VEC * VEC
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
@@ -423,7 +426,10 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
     }
     with device_guard(x):
         if plan.kind in ("block", "looped"):
-            kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
+            if plan.kind == "block":
+                kernel, stages = _fwd_block_kernel, {"STAGES": plan_rule.BLOCK_STAGES}
+            else:
+                kernel, stages = _fwd_looped_kernel, {}
             programs = plans.persistent_programs(
                 n_rows,
                 plan,
@@ -432,7 +438,7 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
                 l2_bytes=plans.l2_bytes(x.device),
             )
             launchable(kernel)[(programs,)](
-                x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts
+                x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts, **stages
             )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
