@@ -81,6 +81,7 @@ def test_evidence_page_links_raw_json_and_log(built):
                  "matmul-fwd-512x512x512-float16"):  # fmt: skip
         assert f'id="{case}"' in page
     assert "<code>2*M*N*s with M=1024, N=4096, s=2</code>" in page  # formulas as saved
+    assert "kp:aside" not in page  # every table set aside from Markdown came back
     assert 'href="smoke.json"' in page and 'href="smoke.log"' in page
     raw = built.site / "evidence/fixture/smoke/smoke.json"
     assert raw.read_bytes() == (built.ws / "results/fixture/smoke.json").read_bytes()
@@ -286,6 +287,24 @@ def test_claim_links_are_relative_to_each_page():
     assert rewrite_claim_links(html, "methodology/") == (
         '<a class="kp-claim" href="../evidence/h200/default/#x">1</a>'
     )
+
+
+def test_generated_html_blocks_skip_markdown_and_come_back_unchanged():
+    import markdown
+
+    from kernel_portfolio.evidence.sitebuild import SiteBuild
+
+    table = "<table>\n<tr><td>2*M*N*s</td><td>_a_ *b*</td></tr>\n</table>"
+    source = f"## Run {{ #run }}\n\n{table}\n\n<p>x*y*z</p>\n\nSome *text*."
+    build = SiteBuild()
+    aside = build._set_aside(source, "evidence/x/")
+    assert table not in aside and aside.count("kp:aside") == 2
+    md = markdown.Markdown(extensions=["attr_list", "md_in_html", "toc"])
+    page = type("Page", (), {"url": "evidence/x/", "file": type("F", (), {"abs_src_path": ""})})
+    out = build.on_page_content(md.convert(aside), page, files=None)
+    assert table in out and "<p>x*y*z</p>" in out
+    assert '<h2 id="run">Run</h2>' in out and "<em>text</em>" in out
+    assert "kp:aside" not in out
 
 
 def test_notebook_toc_follows_heading_ids():

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import fnmatch
+import functools
 import math
 import multiprocessing
 import os
@@ -645,17 +646,24 @@ def judge(
     allow, failures = load_allowlist(allowlist or root / ALLOWLIST)
     report = Report(failures=list(failures), pages=len(scans))
     results = ResultSet(root)
-    saved: list[Claim] = []
     for result_id in results.ids():
-        result = results.get(result_id)
-        if result is None:
+        if results.get(result_id) is None:
             report.failures.append(
                 Failure(
                     f"results/{result_id}.json", f"does not validate: {results.error(result_id)}"
                 )
             )
-        else:
-            saved.extend(quotables(result_id, result.data))
+
+    @functools.cache
+    def saved() -> list[Claim]:
+        """Every quotable value, for the hints of hand-typed figures (built on the first)."""
+        return [
+            claim
+            for result_id in results.ids()
+            if results.get(result_id) is not None
+            for claim in quotables(result_id, results.get(result_id).data)
+        ]
+
     for scan in scans:
         name = scan.url or "home"
         if sources and scan.url in sources:
@@ -675,7 +683,7 @@ def judge(
                 continue
             fail(
                 f"hand-typed {figure.kind} figure {_show(figure.text)} in “{figure.context}” "
-                f"is not a claim; nearest saved values: {_nearest(figure, saved)}"
+                f"is not a claim; nearest saved values: {_nearest(figure, saved())}"
             )
         stale: dict[tuple[str, str], list[str]] = {}
         for attrs, text in scan.claims:

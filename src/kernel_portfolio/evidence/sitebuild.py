@@ -9,9 +9,12 @@
   chart JSON), the raw JSON and log of every result, the case-study notebooks
   from ``case_studies/``, and plotly.js from the installed plotly package.
 * ``on_page_markdown``: expand ``{{ claim ... }}`` and the ``<!-- kp:... -->``
-  markers of the benchmarks and evidence indexes.
-* ``on_page_content``: drop the CDN scripts (MathJax, Mermaid) that nbconvert
-  puts into every notebook page: the site loads nothing from other hosts.
+  markers of the benchmarks and evidence indexes. On a generated page, set
+  each raw HTML block (its tables: hundreds of thousands of tags across the
+  evidence pages) aside behind a comment, so that Markdown does not parse it.
+* ``on_page_content``: put those blocks back, unchanged; drop the CDN scripts
+  (MathJax, Mermaid) that nbconvert puts into every notebook page: the site
+  loads nothing from other hosts.
 * ``on_post_page``: rewrite each claim's placeholder href into a relative link
   to its evidence.
 * ``on_post_build``: write the list of every claim into the evidence index,
@@ -43,6 +46,9 @@ _NB_MERMAID = re.compile(
     r'<script type="module">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*</script>', re.S
 )
 _CLAIMS_MARKER = '<div class="kp-claims-index"></div>'
+#: Where a raw HTML block of a generated page waits while Markdown renders the rest.
+_ASIDE = "<!-- kp:aside {} -->"
+_ASIDE_RE = re.compile(r"<!-- kp:aside (\d+) -->")
 #: Site URL of the evidence index, where the list of every claim goes.
 EVIDENCE_INDEX = "evidence/"
 
@@ -174,6 +180,8 @@ class SiteBuild:
         self.copies: list[tuple[str, Path]] = []
         self.sources: dict[str, str] = {}
         self.markers: dict[str, str] = {}
+        self.generated_uris: set[str] = set()
+        self.aside: dict[str, list[str]] = {}
 
     # ---------------------------------------------------------------- config
     def on_config(self, config) -> None:
@@ -223,6 +231,7 @@ class SiteBuild:
                 others.append(result_id)
         for gpu, entries in sorted(by_gpu.items()):
             self.generated += pages.benchmarks_page(gpu, entries)
+        self.generated_uris = {f.src_uri for f in self.generated}
         allow, _ = gate.load_allowlist(self.root / gate.ALLOWLIST)
         self.markers = {
             "<!-- kp:benchmarks -->": pages.benchmarks_index(
@@ -279,9 +288,30 @@ class SiteBuild:
             raise PluginError(f"{src}: a claim cannot be resolved:\n{err}") from err
         for marker, text in self.markers.items():
             markdown = markdown.replace(marker, text)
+        if page.file.src_uri in self.generated_uris:
+            markdown = self._set_aside(markdown, page.url)
         return markdown
 
+    def _set_aside(self, markdown: str, url: str) -> str:
+        """Replace each block of ``markdown`` that opens with a tag by a numbered comment.
+
+        Generated pages write every raw HTML block as a paragraph of its own
+        (no blank line inside, no Markdown inside), so a block opening with
+        ``<`` is raw HTML whole; Markdown would pass it through unchanged, after
+        parsing every tag.
+        """
+        blocks = markdown.split("\n\n")
+        kept = self.aside[url] = []
+        for i, block in enumerate(blocks):
+            if block.startswith("<"):
+                blocks[i] = _ASIDE.format(len(kept))
+                kept.append(block)
+        return "\n\n".join(blocks)
+
     def on_page_content(self, content: str, page, files) -> str:
+        kept = self.aside.pop(page.url, None)
+        if kept is not None:
+            return _ASIDE_RE.sub(lambda m: kept[int(m[1])], content)
         if not str(page.file.abs_src_path or "").endswith((".py", ".ipynb")):
             return content
         align_notebook_toc(content, page.toc)
