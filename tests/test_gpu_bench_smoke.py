@@ -70,6 +70,9 @@ def test_smoke_suite_end_to_end(tmp_path, cache):
             host = rec["metrics"].get("host_us") if rec["status"] == "ok" else None
             assert (host is not None) == (rec["status"] == "ok" and case["timer"] == "cuda_graph")
             assert host is None or (host["unit"] == "us" and host["value"] > 0)
+            lead = rec["metrics"].get("lead_us") if rec["status"] == "ok" else None
+            assert (lead is not None) == (rec["status"] == "ok" and case["timer"] == "events")
+            assert lead is None or lead["value"] >= 50
             assert rec["status"] == "ok" or rec["reason"]
         baselines = {r["baseline"] for r in case["ratios"]}
         assert baselines == {
