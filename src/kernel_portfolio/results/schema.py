@@ -24,8 +24,6 @@ import math
 import re
 from pathlib import Path
 
-import numpy as np
-
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "skipped")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -202,7 +200,7 @@ def _check_env(c: _Checker, env: dict) -> None:
 
 def _check_median(c: _Checker, rec: dict, field: str, samples: list[float]) -> float:
     median = c.positive(rec, "median_ms", field)
-    if not math.isclose(median, float(np.median(samples)), rel_tol=REL_TOL, abs_tol=1e-12):
+    if not math.isclose(median, _median(samples), rel_tol=REL_TOL, abs_tol=1e-12):
         c.fail(f"{field}.median_ms", f"{median} is not the median of samples_ms")
     return median
 
@@ -222,12 +220,34 @@ def _check_derived(
 
 
 def quantiles(values) -> tuple[float, float, float]:
-    """``(q10, median, q90)`` with linear interpolation (numpy's default).
+    """``(q10, median, q90)`` with linear interpolation (numpy's default method).
 
     The harness summarises samples with it and validation recomputes with it.
+    Plain Python: a result holds tens of thousands of short sample lists, for
+    which numpy's per-call overhead dominated loading a result.
     """
-    q10, q50, q90 = np.quantile(np.asarray(values, dtype=float), [0.1, 0.5, 0.9])
-    return float(q10), float(q50), float(q90)
+    ordered = sorted(map(float, values))
+    if not ordered:
+        raise ValueError("quantiles of no values")
+    return tuple(_interpolate(ordered, q) for q in (0.1, 0.5, 0.9))
+
+
+def _split(values: list, parts: int) -> list[list]:
+    """``values`` in ``parts`` consecutive equal lists (the caller checks they divide)."""
+    size = len(values) // parts
+    return [values[k * size : (k + 1) * size] for k in range(parts)]
+
+
+def _median(values) -> float:
+    return _interpolate(sorted(map(float, values)), 0.5)
+
+
+def _interpolate(ordered: list[float], q: float) -> float:
+    """Quantile ``q`` of sorted values, linearly interpolated between neighbours."""
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def _check_ratio(c: _Checker, ratio: dict, where: str, impls: dict, visits: int) -> None:
@@ -235,8 +255,8 @@ def _check_ratio(c: _Checker, ratio: dict, where: str, impls: dict, visits: int)
     impl, base = impls[ratio["impl"]]["samples_ms"], impls[ratio["baseline"]]["samples_ms"]
     if len(impl) % visits or len(base) % visits:
         c.fail(where, f"its samples do not split into timing.visits = {visits} equal visits")
-    impl_med = [float(np.median(v)) for v in np.split(np.asarray(impl, dtype=float), visits)]
-    base_med = [float(np.median(v)) for v in np.split(np.asarray(base, dtype=float), visits)]
+    impl_med = [_median(v) for v in _split(impl, visits)]
+    base_med = [_median(v) for v in _split(base, visits)]
     per_visit = [b / i for i, b in zip(impl_med, base_med, strict=True)]
     # Quantiles move no more than the values they summarise: bound the rounding's effect.
     slack = max(
