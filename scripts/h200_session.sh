@@ -2,8 +2,8 @@
 # The measurements of one session on a lent two-GPU H200 machine, in three calls of at
 # most 10 minutes each (the device tool's limit), in this order:
 #
-#   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh ab      # decisions before the suite (~2 min):
-#                                                            # the row-stages A/B, the lead's GPU test
+#   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh ab      # decisions before the suite (~3 min):
+#                                                            # the row-plan A/B, the lead's GPU test
 #   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh suite   # default suite ALONE on GPU 0 (~8 min)
 #   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh sweeps  # chunk rules on GPU 1; specialization,
 #                                                            # then the GPU tests, on GPU 0 (~9 min)
@@ -47,10 +47,10 @@ nvidia-smi -L >>"$R/session.txt"
 say "commit $KP_GIT_COMMIT"
 case $phase in
 ab)
-    CUDA_VISIBLE_DEVICES=0 pin 0-15 timeout 240 python3 scripts/row_stages_ab.py \
-        >"$R/checks/row-stages-ab-$(stamp).log" 2>&1
-    say "row-stages A/B: exit $?"
-    cat "$R"/checks/row-stages-ab-*.log
+    CUDA_VISIBLE_DEVICES=0 pin 0-15 timeout 300 python3 scripts/row_ab.py \
+        >"$R/checks/row-ab-$(stamp).log" 2>&1
+    say "row-plan A/B: exit $?"
+    cat "$R"/checks/row-ab-*.log
     CUDA_VISIBLE_DEVICES=0 pin 0-15 timeout 120 python3 -m pytest -q -rf -p no:cacheprovider \
         tests/test_gpu_bench_smoke.py -k "lead or timers" >"$R/checks/lead-test-$(stamp).log" 2>&1
     say "lead test: exit $?"
