@@ -2,13 +2,11 @@
 # The measurements of one session on a lent two-GPU H200 machine, in three calls of at
 # most 10 minutes each (the device tool's limit), in this order:
 #
-#   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh ab      # decisions before the suite (~4 min):
-#                                                            # the row-plan A/B and the lead's GPU test
-#                                                            # on GPU 0; memcheck and the host floor on
-#                                                            # GPU 1; then the two-GPU tests
 #   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh suite   # default suite ALONE on GPU 0 (~8 min)
 #   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh sweeps  # chunk rules on GPU 1; specialization,
 #                                                            # then the GPU tests, on GPU 0 (~9 min)
+#   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh checks  # memcheck, the host floor, then the
+#                                                            # two-GPU tests (~2 min)
 #
 # The default suite runs alone: event-timed cases carry host work, and anything else on
 # the machine moves them. Each GPU's work is pinned to its half of the CPU cores. Results
@@ -16,9 +14,9 @@
 # tool brings few files back). KP_GIT_COMMIT names the commit measured: the machine's copy
 # of the tree carries an older .git. Wheels in .whl/ (Liger-Kernel) install to /tmp/site.
 set -u
-phase=${1:?usage: h200_session.sh ab|suite|sweeps}
-case $phase in ab | suite | sweeps) ;; *)
-    echo "unknown phase $phase (ab, suite or sweeps)" >&2
+phase=${1:?usage: h200_session.sh suite|sweeps|checks}
+case $phase in suite | sweeps | checks) ;; *)
+    echo "unknown phase $phase (suite, sweeps or checks)" >&2
     exit 2
     ;;
 esac
@@ -46,28 +44,6 @@ gpu_tests() {  # $1: seconds
 nvidia-smi -L >>"$R/session.txt"
 say "commit $KP_GIT_COMMIT"
 case $phase in
-ab)
-    (
-        export CUDA_VISIBLE_DEVICES=1
-        pin 16-31 timeout -k 5 120 compute-sanitizer --tool memcheck --error-exitcode 1 \
-            python3 scripts/sanitize_paths.py >"$R/checks/memcheck-$(stamp).log" 2>&1
-        say "memcheck: exit $?"
-        pin 16-31 timeout 150 python3 scripts/host_floor.py >"$R/checks/host-floor-$(stamp).log" 2>&1
-        say "host floor: exit $?"
-    ) &
-    CUDA_VISIBLE_DEVICES=0 pin 0-15 timeout 300 python3 scripts/row_ab.py \
-        >"$R/checks/row-ab-$(stamp).log" 2>&1
-    say "row-plan A/B: exit $?"
-    CUDA_VISIBLE_DEVICES=0 pin 0-15 timeout 120 python3 -m pytest -q -rf -p no:cacheprovider \
-        tests/test_gpu_bench_smoke.py -k "lead or timers" >"$R/checks/lead-test-$(stamp).log" 2>&1
-    say "lead test: exit $?"
-    wait
-    timeout 120 python3 -m pytest -q -rf -p no:cacheprovider -k second tests/test_gpu_rows.py \
-        tests/test_gpu_rms_norm.py tests/test_gpu_add_matmul.py \
-        >"$R/checks/two-gpu-tests-$(stamp).log" 2>&1
-    say "two-GPU tests: exit $?"
-    cat "$R"/checks/row-ab-*.log
-    ;;
 suite)
     CUDA_VISIBLE_DEVICES=0 pin 0-15 timeout 560 python3 -m kernel_portfolio bench --suite default \
         --out "$R/h200" >"$R/bench.out" 2>&1
@@ -93,6 +69,21 @@ sweeps)
     wait
     say "$(tail -n 1 "$R/chunk.out")"
     grep -hE "^[0-9]+ (passed|failed)|passed|failed" "$R"/checks/gpu-tests-*.log | tail -n 3
+    ;;
+checks)
+    (
+        export CUDA_VISIBLE_DEVICES=1
+        pin 16-31 timeout -k 5 120 compute-sanitizer --tool memcheck --error-exitcode 1 \
+            python3 scripts/sanitize_paths.py >"$R/checks/memcheck-$(stamp).log" 2>&1
+        say "memcheck: exit $?"
+        pin 16-31 timeout 150 python3 scripts/host_floor.py >"$R/checks/host-floor-$(stamp).log" 2>&1
+        say "host floor: exit $?"
+    ) &
+    wait
+    timeout 120 python3 -m pytest -q -rf -p no:cacheprovider -k second tests/test_gpu_rows.py \
+        tests/test_gpu_rms_norm.py tests/test_gpu_add_matmul.py \
+        >"$R/checks/two-gpu-tests-$(stamp).log" 2>&1
+    say "two-GPU tests: exit $?"
     ;;
 esac
 tar czf "$OUT/$phase.tgz" -C "$R" .

@@ -153,17 +153,6 @@ def test_persistent_grid_is_bounded_by_rows_and_resident_programs():
     assert plans.persistent_programs(0, plan, 132) == 1
 
 
-def test_looped_grid_keeps_the_rows_in_flight_within_l2():
-    l2, row = 60 << 20, 2 * 131072 * 2  # softmax forward, float16 rows of 131072
-    looped = RowPlan("looped", 16384, 8)
-    assert plans.persistent_programs(1024, looped, 132) == 1024  # no row size: no cap
-    assert plans.persistent_programs(1024, looped, 132, row_bytes=row, l2_bytes=l2) == 132
-    narrower = 2 * 32768 * 2  # 480 rows' worth fit in L2: more than one per SM
-    assert plans.persistent_programs(1024, looped, 132, row_bytes=narrower, l2_bytes=l2) == 480
-    block = RowPlan("block", 8192, 16)  # one pass: nothing to keep
-    assert plans.persistent_programs(10**6, block, 132, row_bytes=row, l2_bytes=l2) == 132 * 4
-
-
 @pytest.mark.parametrize(
     ("elem_bytes", "n_cols", "strides", "vec"),
     [

@@ -14,7 +14,7 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from kp_testing import assert_matches, views_past_2_31
+from kp_testing import assert_matches, global_memory_ops, views_past_2_31
 from test_routes import _PassThrough
 from torch.library import opcheck
 
@@ -468,6 +468,39 @@ def test_custom_op_schema_and_autograd_registration(device):
         opcheck(
             torch.ops.kp.residual_rms_norm.default, (x, residual, weight, *args), test_utils=checks
         )
+
+
+@pytest.mark.parametrize("has_residual", [False, True])
+def test_block_plan_rows_load_16_bytes_and_residual_rows_pipeline(has_residual):
+    """The block-plan forward on sm_90 (float16, 8192 columns): 16-byte row loads.
+
+    With a residual the launcher asks for ``plan_rule.RESIDUAL_BLOCK_STAGES``
+    stages, so the next rows arrive by 16-byte ``cp.async`` copies into shared
+    memory; without one the loads are plain ``ld.global.v4``.
+    """
+    stages = rms_mod.plan_rule.RESIDUAL_BLOCK_STAGES if has_residual else 1
+    runtime = {"n_rows": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
+    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
+    runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
+    consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
+    consts |= {"STORE_RSTD": False, "BLOCK": 8192, "ONE_CHUNK": True, "VEC": 8, "STAGES": stages}
+    (ops,) = global_memory_ops(
+        [
+            {
+                "module": "kernel_portfolio.ops.rms_norm",
+                "kernel": "_fwd_kernel",
+                "signature": runtime,
+                "constexprs": consts,
+                "aligned": ["x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr"],
+                "num_warps": 16,
+            }
+        ]
+    )
+    assert "st.global.v4.b32" in ops and not any(op.endswith(".b16") for op in ops), ops
+    if stages > 1:
+        assert "cp.async.16" in ops, ops
+    else:
+        assert "ld.global.v4.b32" in ops and "cp.async.16" not in ops, ops
 
 
 # ---------------------------------------------------------------------------

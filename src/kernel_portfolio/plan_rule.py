@@ -40,9 +40,10 @@ NARROW_CHUNK = 4096
 NARROW_WARPS: int | None = 8
 WIDE_CHUNK = 16384
 WIDE_WARPS: int | None = 8
-#: Software-pipeline stages of a block plan's row loop (softmax and RMSNorm
-#: forward): 2 copies each program's next row into shared memory while it
-#: reduces the current one; 1 turns that off. A guess, not fitted: the
-#: forwards at 8192 columns stop 7-11 points short of their bars, and the
-#: persistent loop then waits for each row's load in turn.
-BLOCK_STAGES = 2
+#: Software-pipeline stages of the residual RMSNorm forward's block-plan row
+#: loop: 2 copies each program's next rows (x and residual) into shared memory
+#: while it normalises the current one; 1 turns that off. Chosen by an A/B on
+#: the H200 (results/h200/checks/row-ab-20261201T0220Z.log): with a residual,
+#: 2 stages were ahead at every width tried (4096 to 16384 columns); softmax
+#: and plain RMSNorm fell behind at 16384 columns, so they do not pipeline.
+RESIDUAL_BLOCK_STAGES = 2

@@ -48,8 +48,6 @@ WARPS_PER_SM = 64
 #: SM count assumed for CPU tensors (the interpreter): the H200's, so plans
 #: chosen in CPU tests are the plans the H200 runs.
 CPU_SM_COUNT = 132
-#: L2 bytes assumed for CPU tensors (the interpreter): the H200's.
-CPU_L2_BYTES = 60 << 20
 
 
 @dataclass(frozen=True)
@@ -253,11 +251,6 @@ def _cuda_sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-@functools.cache
-def _cuda_l2_bytes(index: int) -> int:
-    return torch.cuda.get_device_properties(index).L2_cache_size
-
-
 def sm_count(device: torch.device) -> int:
     """Streaming multiprocessors of ``device``, cached per device index.
 
@@ -269,33 +262,14 @@ def sm_count(device: torch.device) -> int:
     return _cuda_sm_count(index if index is not None else torch.cuda.current_device())
 
 
-def l2_bytes(device: torch.device) -> int:
-    """L2 cache bytes of ``device``, cached per device index (``CPU_L2_BYTES`` on the CPU)."""
-    if device.type != "cuda":
-        return CPU_L2_BYTES
-    index = device.index
-    return _cuda_l2_bytes(index if index is not None else torch.cuda.current_device())
-
-
-def persistent_programs(
-    n_rows: int, plan: RowPlan, sm_count: int, *, row_bytes: int = 0, l2_bytes: int = 0
-) -> int:
+def persistent_programs(n_rows: int, plan: RowPlan, sm_count: int) -> int:
     """Programs to launch for a plan that loops over rows (block, looped).
 
     A persistent grid: at most as many programs as the SMs keep resident
     (``WARPS_PER_SM // num_warps`` each), every program walking rows
     ``pid, pid + programs, ...``; fewer when there are fewer rows.
-
-    A looped plan reads each row twice, its second pass walking back from the
-    row's end, so that the chunks it meets first are the ones read last. They
-    are still in L2 if the rows in flight fit there: given ``row_bytes`` (what
-    one row moves through L2, inputs and outputs) and the L2 size, a looped
-    grid keeps at most ``l2_bytes // row_bytes`` programs, and never fewer
-    than one per SM.
     """
     resident = sm_count * max(1, WARPS_PER_SM // plan.num_warps)
-    if plan.kind == "looped" and row_bytes > 0:
-        resident = min(resident, max(sm_count, l2_bytes // row_bytes))
     return max(1, min(n_rows, resident))
 
 

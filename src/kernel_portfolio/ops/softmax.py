@@ -68,7 +68,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 from torch.library import triton_op
 
-from kernel_portfolio import plan_rule, plans
+from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
     check_dim,
     check_tensor,
@@ -119,7 +119,7 @@ def _write_probs(x_row, stride_xn, y_row, m, s, col0, n_chunks, n_cols, BLOCK: t
     """Reread ``n_chunks`` chunks from ``col0``, last first, and write ``exp(x - m) / s``.
 
     Last first: the chunks read last by the first pass are the likeliest to
-    still be in L2 (see :func:`kernel_portfolio.plans.persistent_programs`).
+    still be in L2.
     """
     for c in range(n_chunks):
         cols = col0 + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
@@ -167,13 +167,10 @@ def _fwd_block_kernel(
     stride_ym,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
-    STAGES: tl.constexpr,
 ):
     """Block plan, forward: each row is loaded once, reduced in registers, stored once.
 
-    A persistent grid: program ``p`` handles rows ``p, p + programs, ...``;
-    with ``STAGES > 1`` Triton pipelines that loop, copying the next rows into
-    shared memory (``cp.async``) while this one is reduced.
+    A persistent grid: program ``p`` handles rows ``p, p + programs, ...``.
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
     n_cols = n_cols // VEC * VEC
@@ -181,7 +178,7 @@ def _fwd_block_kernel(
     stride_ym = stride_ym // VEC * VEC
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
@@ -426,20 +423,9 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
     }
     with device_guard(x):
         if plan.kind in ("block", "looped"):
-            if plan.kind == "block":
-                kernel, stages = _fwd_block_kernel, {"STAGES": plan_rule.BLOCK_STAGES}
-            else:
-                kernel, stages = _fwd_looped_kernel, {}
-            programs = plans.persistent_programs(
-                n_rows,
-                plan,
-                plans.sm_count(x.device),
-                row_bytes=2 * n_cols * x.element_size(),
-                l2_bytes=plans.l2_bytes(x.device),
-            )
-            launchable(kernel)[(programs,)](
-                x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts, **stages
-            )
+            kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
+            launchable(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_max = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
@@ -486,14 +472,8 @@ def _launch_backward(
     with device_guard(y):
         if plan.kind in ("block", "looped"):
             kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
-            programs = plans.persistent_programs(
-                n_rows,
-                plan,
-                plans.sm_count(y.device),
-                row_bytes=3 * n_cols * y.element_size(),
-                l2_bytes=plans.l2_bytes(y.device),
-            )
-            launchable(kernel)[(programs,)](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
+            launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_dot = torch.empty((n_rows, n_splits), dtype=torch.float32, device=y.device)
