@@ -562,7 +562,7 @@ for kernel, cases in timed.items():
             assert not faster(case, "vec-hint", "default-spec"), (kernel, width)
         assert metric(case, "runtime", "loads_16b") == 0
         assert metric(case, "vec-hint", "loads_16b") == metric(case, "constexpr", "loads_16b")
-    for policy in POLICIES:
+    for policy in POLICIES if kernel != "matmul" else ():  # the row kernels' block plan
         gbps = [cases[w]["impls"][policy]["gbps"] for w in (4096, 4104)]
         assert gbps[1] < gbps[0], (kernel, policy)
 
@@ -589,7 +589,7 @@ text = [
         for k in sweep.KERNELS
     )
     + ".",
-    "**Every policy pays for a width just past a power of two.** A row of 4104 takes a "
+    "**Every policy pays for a row just past a power of two.** A row of 4104 takes a "
     "block of 8192 with twice the warps: the same warps per SM, each holding half "
     "masked lanes, so half the row bytes in flight. Even `constexpr` moved the softmax "
     f"rows at {q(sm[4104], 'gbps', 'constexpr')} at 4104 against "
