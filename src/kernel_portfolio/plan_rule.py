@@ -41,9 +41,11 @@ NARROW_WARPS: int | None = 8
 WIDE_CHUNK = 16384
 WIDE_WARPS: int | None = 8
 #: Software-pipeline stages of the residual RMSNorm forward's block-plan row
-#: loop: 2 copies each program's next rows (x and residual) into shared memory
-#: while it normalises the current one; 1 turns that off. Chosen by an A/B on
-#: the H200 (results/h200/checks/row-ab-20261201T0220Z.log): with a residual,
-#: 2 stages were ahead at every width tried (4096 to 16384 columns); softmax
-#: and plain RMSNorm fell behind at 16384 columns, so they do not pipeline.
+#: loop, for rows that fill their block (a power-of-two width): 2 copies each
+#: program's next rows (x and residual) into shared memory while it normalises
+#: the current one; 1 turns that off. Chosen by A/Bs on the H200
+#: (results/h200/checks/row-ab-*.log): with a residual, 2 stages were ahead at
+#: every power-of-two width tried, behind at widths just past one (a block
+#: twice the row, half masked); softmax and plain RMSNorm fell behind at
+#: 16384 columns, so they do not pipeline.
 RESIDUAL_BLOCK_STAGES = 2
