@@ -240,8 +240,8 @@ def _fwd_kernel(
 ):
     """Block and looped plans; a persistent grid: program ``p`` takes rows ``p, p + P, ...``.
 
-    With ``STAGES > 1`` (residual rows that fill their block only) Triton
-    pipelines the row loop, copying the next rows into shared memory
+    With ``STAGES > 1`` (see :func:`kernel_portfolio.plan_rule.residual_block_stages`)
+    Triton pipelines the row loop, copying the next rows into shared memory
     (``cp.async``) while this one is normalised.
 
     ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row, and the weight, in
@@ -609,7 +609,7 @@ def _forward(
                 HAS_WEIGHT=weight is not None,
                 STORE_RSTD=rstd is not None,
                 ONE_CHUNK=plan.block >= n_cols,
-                STAGES=plan_rule.RESIDUAL_BLOCK_STAGES if has_res and plan.block == n_cols else 1,
+                STAGES=plan_rule.residual_block_stages(n_cols, plan.block) if has_res else 1,
                 **consts,
             )
             return
