@@ -497,15 +497,19 @@ narrower = [k for k in split_bad if fitting.parse_impl(cells[1][k].best)[1] < ru
 worst = max(bad, key=lambda k: held_out["fitted", k][2])
 worst_id, worst_pick, _ = held_out["fitted", worst]
 lookup_pick = held_out["lookup", worst][1]
+if wider and narrower:
+    directions = f"{len(wider)} want a wider chunk, {len(narrower)} a narrower one"
+else:
+    directions = f"all {len(split_bad)} want a {'wider' if wider else 'narrower'} one"
 # The text below relies on these.
-assert 2 * len(split_bad) > len(bad) and wider and narrower
+assert 2 * len(split_bad) > len(bad) and (wider or narrower)
 assert fitting.parse_impl(lookup_pick)[0] == fitting.parse_impl(worst_pick)[0]
 assert all(held_out["lookup", k][2] <= 100 * fitting.BAD_REGRET for k in split_bad)
 display(
     Markdown(
         f"Most badly served cells ({len(split_bad)} of {len(bad)}) are split cells where the "
-        f"rule's one split chunk, {rule.split_chunk} columns, is the wrong one: {len(wider)} "
-        f"want a wider chunk, {len(narrower)} a narrower one. The worst: "
+        f"rule's one split chunk, {rule.split_chunk} columns, is the wrong one: {directions}. "
+        "The worst: "
         f"{OP_NAMES[worst[0]]} {MODE_NAMES[worst[1]]}, {worst[2]} rows of {worst[3]}, where "
         f"the rule's `{worst_pick}` has a regret of "
         f"{quote(FIT_ID, worst_id, 'metrics.regret_pct', impl='fitted')} on run 2, and run 1's "
