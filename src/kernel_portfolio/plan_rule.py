@@ -23,7 +23,7 @@ from __future__ import annotations
 
 #: ``split`` first, when there are few rows and each is wide:
 #: ``n_rows <= SPLIT_ROWS_PER_SM * sm_count`` and ``n_cols * elem_bytes > SPLIT_MIN_BYTES``.
-SPLIT_ROWS_PER_SM = 1.0
+SPLIT_ROWS_PER_SM = 0.5
 SPLIT_MIN_BYTES = 32 * 1024
 #: Chunk width (elements) and warps of a ``split`` plan.
 SPLIT_CHUNK = 4096
@@ -36,10 +36,10 @@ BLOCK_WARPS: int | None = None
 #: Else ``looped``: rows of at most ``NARROW_MAX_BYTES`` take the narrow chunk
 #: and warps, wider rows the wide ones (0: every row is wide).
 NARROW_MAX_BYTES = 32769 * 2
-NARROW_CHUNK = 4096
-NARROW_WARPS: int | None = 8
+NARROW_CHUNK = 8192
+NARROW_WARPS: int | None = 16
 WIDE_CHUNK = 16384
-WIDE_WARPS: int | None = 8
+WIDE_WARPS: int | None = 16
 #: Software-pipeline stages of the residual RMSNorm forward's block-plan row
 #: loop where :func:`residual_block_stages` allows it: 2 copies each
 #: program's next rows (x and residual) into shared memory while it
