@@ -194,6 +194,22 @@ def test_every_plan_without_weight(plan, shape, op, device):
     check_op(op, *make_inputs(op, shape, torch.float16, device, with_weight=False), plan=plan)
 
 
+@pytest.mark.parametrize("grid", ["persistent", "rows"])
+@pytest.mark.parametrize("op", OPS)
+def test_programs_walk_every_row(grid, op, device, monkeypatch):
+    """With one SM's worth of persistent programs, each handles several rows.
+
+    Block and looped forwards, with ``plans.BLOCK_FORWARD_GRID`` either way.
+    """
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
+    monkeypatch.setattr(plans, "BLOCK_FORWARD_GRID", grid)
+    for plan in ("block", "looped"):
+        chosen = plans.choose_for(torch.empty(37, 100), plan)
+        programs = plans.forward_programs(37, chosen, 1)
+        assert programs == 37 if grid == "rows" and plan == "block" else programs < 37
+        check_op(op, *make_inputs(op, (37, 100), torch.float16, device), plan=plan)
+
+
 # Width 1, widths just past a power of two, empty rows / width / batch,
 # leading batch dims and a 1-D input.
 AWKWARD_SHAPES = [(5, 1), (1, 1), (3, 65), (4, 257), (0, 8), (4, 0), (2, 0, 5), (2, 3, 17), (33,)]

@@ -143,14 +143,22 @@ def test_extreme_logits_do_not_overflow(dtype, device):
         assert_matches(_forward(x, plan), reference.softmax(x), dtype)
 
 
-def test_persistent_programs_walk_every_row(device, monkeypatch):
-    """With one SM's worth of programs, each block/looped program handles several rows."""
+@pytest.mark.parametrize("grid", ["persistent", "rows"])
+def test_programs_walk_every_row(grid, device, monkeypatch):
+    """With one SM's worth of persistent programs, each handles several rows.
+
+    With ``"rows"``, the block plan has a program per row instead.
+    """
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
+    monkeypatch.setattr(plans, "BLOCK_FORWARD_GRID", grid)
     x = torch.randn(37, 100, device=device)
     for plan in ("block", "looped"):
         chosen = _plan(plan, x)
-        programs = plans.persistent_programs(37, chosen, 1)
-        assert programs == plans.WARPS_PER_SM // chosen.num_warps < 37, (chosen, programs)
+        programs = plans.forward_programs(37, chosen, 1)
+        if grid == "rows" and plan == "block":
+            assert programs == 37, (chosen, programs)
+        else:
+            assert programs == plans.WARPS_PER_SM // chosen.num_warps < 37, (chosen, programs)
         assert_matches(_forward(x, chosen), reference.softmax(x), torch.float32, plan)
 
 

@@ -48,9 +48,9 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   (+ ``dh``), write ``dx``).
 * ``looped``: a program walks a row in chunks, first summing squares (and
   writing ``h``), then re-reading ``h`` (or ``x``) to write ``y``.
-* The forward of both is a persistent grid
-  (:func:`kernel_portfolio.plans.persistent_programs`): program ``p`` of
-  ``P`` takes rows ``p, p + P, ...``.
+* The forward of both takes rows ``p, p + P, ...`` in program ``p`` of
+  ``P`` (:func:`kernel_portfolio.plans.forward_programs`: one row per
+  program, or a persistent grid).
 * ``split``: few wide rows; several programs share a row. A first kernel
   writes partial sums of squares, a second merges a row's partials in a fixed
   order and writes its slice of ``y``.
@@ -180,7 +180,7 @@ def _normalise(
     """Second pass over ``[start, end)``, last chunk first: re-read ``h``, write ``y``.
 
     Last first: the chunks the first pass read last are the likeliest to still
-    be in L2 (see :func:`kernel_portfolio.plans.persistent_programs`).
+    be in L2.
     """
     n_chunks = tl.cdiv(end - start, BLOCK)
     for c in range(n_chunks):
@@ -238,7 +238,7 @@ def _fwd_kernel(
     VEC: tl.constexpr,
     STAGES: tl.constexpr,
 ):
-    """Block and looped plans; a persistent grid: program ``p`` takes rows ``p, p + P, ...``.
+    """Block and looped plans: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
     With ``STAGES > 1`` (see :func:`kernel_portfolio.plan_rule.residual_block_stages`)
     Triton pipelines the row loop, copying the next rows into shared memory
@@ -542,7 +542,7 @@ def _dw_reduce_kernel(
 # ---------------------------------------------------------------------------
 
 #: Backward programs (hence float32 partial ``dweight`` rows) per SM: fewer
-#: than :func:`kernel_portfolio.plans.persistent_programs` gives the forward,
+#: than a persistent grid (:func:`kernel_portfolio.plans.persistent_programs`),
 #: so the partials stay small next to ``dy`` and ``h``. A first guess that the
 #: RMSNorm benchmarks will revisit.
 BWD_PROGRAMS_PER_SM = 2
@@ -594,7 +594,9 @@ def _forward(
     }
     with device_guard(x):
         if plan.kind != "split":
-            programs = plans.persistent_programs(n_rows, plan, plans.sm_count(x.device))
+            programs = plans.forward_programs(n_rows, plan, plans.sm_count(x.device))
+            # Pipelining prefetches a program's next row: only where it has one.
+            walks = has_res and programs < n_rows
             launchable(_fwd_kernel)[(programs,)](
                 x,
                 res,
@@ -609,7 +611,7 @@ def _forward(
                 HAS_WEIGHT=weight is not None,
                 STORE_RSTD=rstd is not None,
                 ONE_CHUNK=plan.block >= n_cols,
-                STAGES=plan_rule.residual_block_stages(n_cols, plan.block) if has_res else 1,
+                STAGES=plan_rule.residual_block_stages(n_cols, plan.block) if walks else 1,
                 **consts,
             )
             return
