@@ -490,11 +490,11 @@ def test_custom_op_schema_and_autograd_registration(device):
 def test_block_plan_rows_load_16_bytes_and_residual_rows_pipeline(has_residual):
     """The block-plan forward on sm_90 (float16, 8192 columns): 16-byte row loads.
 
-    With a residual the launcher asks for ``plan_rule.residual_block_stages``
+    With a residual the launcher asks for ``plan_rule.RESIDUAL_BLOCK_STAGES``
     stages, so the next rows arrive by 16-byte ``cp.async`` copies into shared
     memory; without one the loads are plain ``ld.global.v4``.
     """
-    stages = rms_mod.plan_rule.residual_block_stages(8192, 8192) if has_residual else 1
+    stages = rms_mod.plan_rule.RESIDUAL_BLOCK_STAGES if has_residual else 1
     runtime = {"n_rows": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
     runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
     runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}

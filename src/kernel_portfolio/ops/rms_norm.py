@@ -240,9 +240,9 @@ def _fwd_kernel(
 ):
     """Block and looped plans: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
-    With ``STAGES > 1`` (see :func:`kernel_portfolio.plan_rule.residual_block_stages`)
-    Triton pipelines the row loop, copying the next rows into shared memory
-    (``cp.async``) while this one is normalised.
+    With ``STAGES > 1`` (``plan_rule.RESIDUAL_BLOCK_STAGES``) Triton pipelines
+    the row loop, copying the next rows into shared memory (``cp.async``)
+    while this one is normalised.
 
     ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row, and the weight, in
     registers; otherwise the row is walked twice, re-reading ``h`` from the
@@ -595,8 +595,10 @@ def _forward(
     with device_guard(x):
         if plan.kind != "split":
             programs = plans.forward_programs(n_rows, plan, plans.sm_count(x.device))
-            # Pipelining prefetches a program's next row: only where it has one.
-            walks = has_res and programs < n_rows
+            # Pipelining prefetches a program's next row: only where it has one,
+            # and only for residual rows that fill a wide enough block (plan_rule).
+            fills = n_cols == plan.block >= plan_rule.PIPELINE_MIN_COLS
+            pipelined = has_res and fills and programs < n_rows
             launchable(_fwd_kernel)[(programs,)](
                 x,
                 res,
@@ -611,7 +613,7 @@ def _forward(
                 HAS_WEIGHT=weight is not None,
                 STORE_RSTD=rstd is not None,
                 ONE_CHUNK=plan.block >= n_cols,
-                STAGES=plan_rule.residual_block_stages(n_cols, plan.block) if walks else 1,
+                STAGES=plan_rule.RESIDUAL_BLOCK_STAGES if pipelined else 1,
                 **consts,
             )
             return
@@ -754,8 +756,9 @@ def _rms_norm(
     ``y`` and ``h`` are new contiguous tensors shaped like ``like``: ``x``
     itself for the custom ops, the caller's tensor for the eager routes.
     ``rstd`` is made only when ``keep_rstd`` (a backward will read it);
-    otherwise it is neither allocated nor written, and None. The body of ``kp::rms_norm`` and
-    ``kp::residual_rms_norm`` (which keep it), and of the eager routes.
+    otherwise it is neither allocated nor written, and None. The body of
+    ``kp::rms_norm`` and ``kp::residual_rms_norm`` (which keep it), and of the
+    eager routes.
     """
     y = torch.empty_like(like, memory_format=torch.contiguous_format)
     h = torch.empty_like(y) if residual is not None else None
