@@ -54,7 +54,7 @@ MAX_GRID = 2**31 - 1
 #: torch.compile launch one program per row, and their forwards at 1024 and
 #: 8192 columns were faster than ours on the persistent grid in the 3f1960a
 #: suite; ``scripts/row_ab.py`` times both.
-BLOCK_FORWARD_GRID = "persistent"
+BLOCK_FORWARD_GRID = "rows"
 #: SM count assumed for CPU tensors (the interpreter): the H200's, so plans
 #: chosen in CPU tests are the plans the H200 runs.
 CPU_SM_COUNT = 132
