@@ -7,8 +7,8 @@ make the sweep's own results stale. Benchmarks of the row operators do depend
 on this file, since ``auto`` decides what they run.
 
 The values are the rule that ``scripts/chunk_rules_fit.py`` fitted on the first
-H200 run of the chunk-rules sweep and scored on the second (refitting on the
-second gives the same rule)
+H200 run of the chunk-rules sweep and scored on the second (whether refitting
+on the second gives the same rule is recorded in the fit)
 (``results/h200/chunk_rules_fit.json``; the case study "Chunk rules for wide
 rows" shows the fit and its held-out regret). Thresholds are in bytes so that
 one rule serves every dtype; the sweep measured float16, so its column counts
@@ -37,7 +37,7 @@ BLOCK_WARPS: int | None = None
 #: and warps, wider rows the wide ones (0: every row is wide).
 NARROW_MAX_BYTES = 32769 * 2
 NARROW_CHUNK = 8192
-NARROW_WARPS: int | None = 16
+NARROW_WARPS: int | None = 8
 WIDE_CHUNK = 16384
 WIDE_WARPS: int | None = 16
 #: Software-pipeline stages of the residual RMSNorm forward's block-plan row

@@ -1,0 +1,107 @@
+"""Specialization policy ``default-spec``: row counts unspecialised, widths left to Triton.
+
+The sizes that change with the batch (the row count; GEMM M) are runtime
+arguments in ``do_not_specialize``. Widths and strides (and GEMM N and K) are
+runtime arguments with Triton's default integer specialisation: a value of 1
+becomes a constant, and divisibility by 16 becomes an alignment hint, so one
+binary serves every width with the same ``BLOCK`` and the same divisibility.
+
+The four policy files (``constexpr_all.py``, ``runtime_all.py``,
+``default_spec.py``, ``vec_hint.py``) have the same kernel bodies and differ
+only in how the kernels' size parameters are declared, so the
+specialization case study (``case_studies/specialization.py``) measures the
+policy alone; ``scripts/specialization_sweep.py`` launches them. Every kernel
+assumes unit stride along its last dimension (rows of x and y; rows of A, B
+and C), so the policies differ in sizes and leading strides only. The row
+kernels use a persistent grid, so the row count is a kernel argument.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def softmax_kernel(
+    x_ptr,
+    y_ptr,
+    n_rows,
+    n_cols,
+    stride_xm,
+    stride_ym,
+    BLOCK: tl.constexpr,
+):
+    """Block plan: one row in registers, persistent grid (rows ``pid, pid + programs, ...``)."""
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)
+        x = tl.load(x_ptr + row64 * stride_xm + cols, mask=mask, other=-float("inf"))
+        x = x.to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=0))
+        y = e / tl.sum(e, axis=0)
+        tl.store(y_ptr + row64 * stride_ym + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def rms_norm_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    n_rows,
+    n_cols,
+    stride_xm,
+    stride_ym,
+    eps,
+    BLOCK: tl.constexpr,
+):
+    """Block plan: one row in registers, persistent grid (rows ``pid, pid + programs, ...``)."""
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)
+        x = tl.load(x_ptr + row64 * stride_xm + cols, mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        y = x * rstd * w
+        tl.store(y_ptr + row64 * stride_ym + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=["M"])
+def matmul_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_bk,
+    stride_cm,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    """One ``BLOCK_M x BLOCK_N`` tile of ``C = A @ B`` per program, in grouped order."""
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * grid_n
+    first_m = (pid // group) * GROUP_M
+    size_m = min(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % group) % size_m
+    pid_n = (pid % group) // size_m
+    rm = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :]
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k), other=0.0)
+        b = tl.load(b_ptrs, mask=(rk[:, None] < K - k) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :]
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
