@@ -1,0 +1,62 @@
+"""The constants of the ``auto`` row-plan rule (:func:`kernel_portfolio.plans.choose`).
+
+Only numbers live here (the logic that reads them stays in ``plans``), so that
+fitting them never touches :mod:`kernel_portfolio.plans`: the chunk-rules sweep forces
+its plans through ``plans.py`` and hashes it, and the fitted constants must not
+make the sweep's own results stale. Benchmarks of the row operators do depend
+on this file, since ``auto`` decides what they run.
+
+The values are the rule that ``scripts/chunk_rules_fit.py`` fitted on the first
+H200 run of the chunk-rules sweep and scored on the second (refitting on the
+second gives the same rule)
+(``results/h200/chunk_rules_fit.json``; the case study "Chunk rules for wide
+rows" shows the fit and its held-out regret). Thresholds are in bytes so that
+one rule serves every dtype; the sweep measured float16, so its column counts
+are half these. A warp count of ``None`` means "derived from the columns a
+program loads and the dtype" by :func:`kernel_portfolio.plans.warps_for`
+(about two 16-byte vectors per thread): the block plan keeps it, since the
+fitted 16 warps is what it derives at the swept widths (8192 and 16384
+half-precision columns) and the sweep says nothing about narrower rows.
+"""
+
+from __future__ import annotations
+
+#: ``split`` first, when there are few rows and each is wide:
+#: ``n_rows <= SPLIT_ROWS_PER_SM * sm_count`` and ``n_cols * elem_bytes > SPLIT_MIN_BYTES``.
+SPLIT_ROWS_PER_SM = 1.0
+SPLIT_MIN_BYTES = 32 * 1024
+#: Chunk width (elements) and warps of a ``split`` plan.
+SPLIT_CHUNK = 4096
+SPLIT_WARPS: int | None = 16
+#: Else ``block`` (one program holds the row in registers) when the row's
+#: power-of-two width times ``elem_bytes`` is at most ``MAX_BLOCK_BYTES``:
+#: 16384 half-precision elements.
+MAX_BLOCK_BYTES = 32 * 1024
+BLOCK_WARPS: int | None = None
+#: Else ``looped``: rows of at most ``NARROW_MAX_BYTES`` take the narrow chunk
+#: and warps, wider rows the wide ones (0: every row is wide).
+NARROW_MAX_BYTES = 32769 * 2
+NARROW_CHUNK = 4096
+NARROW_WARPS: int | None = 8
+WIDE_CHUNK = 16384
+WIDE_WARPS: int | None = 8
+#: Software-pipeline stages of the residual RMSNorm forward's block-plan row
+#: loop where :func:`residual_block_stages` allows it: 2 copies each
+#: program's next rows (x and residual) into shared memory while it
+#: normalises the current one; 1 turns that off.
+RESIDUAL_BLOCK_STAGES = 2
+#: Narrowest row that pipelines (a block of this many columns or more).
+PIPELINE_MIN_COLS = 4096
+
+
+def residual_block_stages(n_cols: int, block: int) -> int:
+    """Stages of the residual RMSNorm forward's row loop for rows of ``n_cols`` in ``block``.
+
+    :data:`RESIDUAL_BLOCK_STAGES` for rows that fill their block of at least
+    :data:`PIPELINE_MIN_COLS` columns, else 1. Chosen by A/Bs on the H200
+    (``results/h200/checks/row-ab-*.log``, ``scripts/row_ab.py``): 2 stages
+    were ahead at 4096 and 8192 columns and level at 16384; behind at 1024 and
+    at widths just past a power of two (a block twice the row, half masked).
+    Softmax and plain RMSNorm fell behind at 16384 columns and do not pipeline.
+    """
+    return RESIDUAL_BLOCK_STAGES if n_cols == block >= PIPELINE_MIN_COLS else 1
