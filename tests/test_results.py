@@ -390,6 +390,28 @@ def test_archive_without_recoverable_sources_reads_stale(root):
     assert load(done.archived).staleness(root).changed == [SOFTMAX]
 
 
+def test_archiving_drops_older_sets_that_no_text_names(root):
+    """Four runs, each after a kernel edit: the archive keeps the newest set and the named one."""
+    out = root / "results" / "gpu-a"
+    kernel = root / SOFTMAX
+    names = []
+    for run in range(4):
+        data = fixture_result(root, gpu_slug="gpu-a", seed=run)
+        data["finished_utc"] = f"2026-11-30T1{run}:00:00Z"
+        done = commit_run(data, out, "smoke", f"run {run}\n", root)
+        if done.archived is not None:
+            names.append(done.archived.stem)
+        if run == 0:
+            (root / "NOTES.md").write_text("The first run: smoke-20261130T100000Z.\n")
+        kernel.write_text(kernel.read_text() + f"\n# edit {run}\n")
+    assert names == [f"smoke-20261130T1{run}0000Z" for run in range(3)]
+    archive = root / "results" / "archive" / "gpu-a"
+    kept = sorted(p.name for p in archive.iterdir())
+    suffixes = (".json", ".log", ".sources")
+    assert kept == [f"{name}{suffix}" for name in (names[0], names[2]) for suffix in suffixes]
+    assert any(f"dropped the archived {names[1]}" in note for note in done.notes)
+
+
 def test_import_run_commits_a_fetched_result(root, tmp_path_factory):
     fetched = tmp_path_factory.mktemp("device") / "h200"
     data = fixture_result(root, gpu_slug="h200")

@@ -6,12 +6,19 @@ file for that GPU only; when the previous file measured different sources, it
 first moves to ``results/archive/<gpu-slug>/<suite>-<stamp>.json`` with its log
 and a copy of the sources it measured (``<suite>-<stamp>.sources/``), so a
 quote of the archived id still leads to the code behind the number.
+
+The archive keeps what a reader can reach: the newest archived set of each
+suite, and every set whose name a text of the repository names (a quote on a
+page, a results README, the performance notes). Archiving a new set drops the
+older ones of that suite that nothing names; git history keeps them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +36,9 @@ from kernel_portfolio.results.store import (
 
 #: Commits searched per file when recovering an archived result's sources from git.
 _GIT_SEARCH_DEPTH = 200
+#: Texts searched for names of archived sets (:func:`prune_archive`), and folders skipped.
+_TEXT_SUFFIXES = {".md", ".py", ".yml", ".yaml", ".toml", ".txt", ".sh"}
+_SKIPPED_DIRS = {ARCHIVE_DIR, "site", "node_modules", "__pycache__"}
 
 
 def _git(root: Path, *args: str, text: bool = True):
@@ -159,6 +169,44 @@ def archive_result(previous: Result, root: str | Path | None = None) -> tuple[Pa
     return target, missing
 
 
+def _named_texts(root: Path) -> str:
+    """Every text file of the repository at ``root``, archive and build output left out, joined."""
+    texts = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")]
+        for name in files:
+            if Path(name).suffix in _TEXT_SUFFIXES:
+                texts.append(Path(folder, name).read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(texts)
+
+
+def prune_archive(archive_dir: Path, stem: str, root: Path) -> list[str]:
+    """Drop the archived sets of ``stem`` that are neither the newest nor named by a text.
+
+    A set is ``<stem>-<stamp>[-n].json`` with its ``.log`` and ``.sources/``
+    in ``archive_dir``; a text names it when its name appears in a text file of
+    the repository at ``root`` outside the archive and the built site.
+
+    Returns:
+        The names of the dropped sets, oldest first.
+    """
+    pattern = re.compile(rf"{re.escape(stem)}-(\d{{8}}T\d{{6}}Z)(?:-(\d+))?\.json")
+    sets = sorted(
+        (m.group(1), int(m.group(2) or 1), p.stem)
+        for p in archive_dir.glob("*.json")
+        if (m := pattern.fullmatch(p.name))
+    )
+    if len(sets) < 2:
+        return []
+    named = _named_texts(root)
+    dropped = [name for *_, name in sets[:-1] if name not in named]
+    for name in dropped:
+        (archive_dir / f"{name}.json").unlink()
+        (archive_dir / f"{name}.log").unlink(missing_ok=True)
+        shutil.rmtree(archive_dir / f"{name}.sources", ignore_errors=True)
+    return dropped
+
+
 def commit_run(
     data: dict,
     out_dir: str | Path,
@@ -169,9 +217,10 @@ def commit_run(
     """Write a run's result (and log) as ``<out_dir>/<stem>.json``, archiving the previous one.
 
     The previous ``<stem>.json`` in ``out_dir`` (same GPU, same suite) is
-    archived first when its recorded source hashes differ from the new ones;
-    with the same hashes it is simply replaced. Other GPUs' folders and other
-    suites are never touched.
+    archived first when its recorded source hashes differ from the new ones
+    (then :func:`prune_archive` drops older archived sets of the suite that
+    nothing names); with the same hashes it is simply replaced. Other GPUs'
+    folders and other suites are never touched.
 
     Args:
         data: The new result (validated before anything is written).
@@ -203,6 +252,9 @@ def commit_run(
                 f"sources (not on disk or in git): {', '.join(done.missing_sources)}; "
                 "it reads as stale"
             )
+        root_path = Path(root) if root is not None else repo_root()
+        for name in prune_archive(done.archived.parent, stem, root_path):
+            done.notes.append(f"dropped the archived {name}: no text names it (git keeps it)")
     if log_text is not None:
         write_text_atomic(out_dir / f"{stem}.log", log_text)
     save(data, target)
