@@ -245,6 +245,7 @@ def commit_run(
         except ResultError as err:
             done.notes.append(f"the previous file did not load and is replaced: {err}")
     if done.previous is not None and done.previous.data["sources"] != data["sources"]:
+        root = Path(root) if root is not None else repo_root()
         done.archived, done.missing_sources = archive_result(done.previous, root)
         if done.missing_sources:
             done.notes.append(
@@ -252,8 +253,7 @@ def commit_run(
                 f"sources (not on disk or in git): {', '.join(done.missing_sources)}; "
                 "it reads as stale"
             )
-        root_path = Path(root) if root is not None else repo_root()
-        for name in prune_archive(done.archived.parent, stem, root_path):
+        for name in prune_archive(done.archived.parent, stem, root):
             done.notes.append(f"dropped the archived {name}: no text names it (git keeps it)")
     if log_text is not None:
         write_text_atomic(out_dir / f"{stem}.log", log_text)
