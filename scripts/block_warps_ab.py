@@ -24,12 +24,12 @@ import statistics
 
 import torch
 import torch.nn.functional as F
+from ab_support import interleaved_medians, setup
 
 import kernel_portfolio as kp
 from kernel_portfolio import plans
 from kernel_portfolio.bench import timing
 
-VISITS, SAMPLES = 6, 20
 SHAPES = ((32768, 1024), (16384, 2048), (16384, 4096))
 WARPS = (1, 2, 4, 8, 16)
 
@@ -63,25 +63,12 @@ def _time(call, ref, block: int, options: list[int], shipped: int, flush) -> tup
     want = ref().float()
     diffs = {w: (call(plan[w]).float() - want).abs().max().item() for w in options}
     lead = timing.lead_for(lambda: call(plan[shipped]))
-    times = {w: [] for w in options}
-    for visit in range(VISITS):
-        for w in options if visit % 2 == 0 else options[::-1]:
-            times[w] += timing.time_events(
-                lambda w=w: call(plan[w]), SAMPLES, flush=flush, lead_ms=lead
-            )
-    return {w: statistics.median(t) for w, t in times.items()}, diffs
+    calls = {w: (lambda w=w: call(plan[w])) for w in options}
+    return interleaved_medians(calls, flush, lead), diffs
 
 
 def main() -> None:
-    if not torch.cuda.is_available():
-        raise SystemExit("block_warps_ab: needs a CUDA device")
-    torch.manual_seed(0)
-    props = torch.cuda.get_device_properties(0)
-    flush = timing.L2Flusher(getattr(props, "L2_cache_size", None))
-    timing.busy(500)
-    nbytes, copy_ms = timing.copy_bandwidth()
-    copy_gbps = nbytes / statistics.median(copy_ms) / 1e6
-    print(f"{props.name}; copy bandwidth {copy_gbps:.0f} GB/s; torch {torch.__version__}")
+    flush, copy_gbps = setup("block_warps_ab")
     print(f"\n{'case':<34} {'warps':>5} {'median us':>10} {'% copy':>7} {'max diff':>9}")
     summary = []
     sms = plans.sm_count(torch.device("cuda"))

@@ -22,6 +22,7 @@ import triton.language as tl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import ab_support  # noqa: E402
 import chunk_rules_fit as fitting  # noqa: E402
 import chunk_rules_sweep as chunk_sweep  # noqa: E402
 import specialization_sweep as spec  # noqa: E402
@@ -453,6 +454,20 @@ def test_impl_record_without_a_byte_count():
 
     rec = impl_record(Counts(None, None), ImplOutcome("ok", None, 0.0, [[2.0, 1.0, 3.0]]), 4000.0)
     assert rec["median_ms"] == 2.0 and rec["gbps"] is None and rec["pct_copy"] is None
+
+
+def test_ab_scripts_visit_settings_in_alternating_order(monkeypatch):
+    """Every setting gets every visit, odd visits in reverse; medians per setting."""
+    order = []
+
+    def fake_time_events(call, samples, *, flush, lead_ms):
+        order.append(call())
+        return [{"a": 1.0, "b": 2.0}[order[-1]]] * samples
+
+    monkeypatch.setattr(ab_support.timing, "time_events", fake_time_events)
+    medians = ab_support.interleaved_medians({"a": lambda: "a", "b": lambda: "b"}, None, 0.0)
+    assert order == ["a", "b", "b", "a"] * (ab_support.VISITS // 2)
+    assert medians == {"a": 1.0, "b": 2.0}
 
 
 def test_auto_rule_is_the_committed_fit():

@@ -1,0 +1,52 @@
+"""What the A/B scripts share: the device set-up and interleaved timing.
+
+An A/B script times a few settings of one thing on the same inputs, in one
+process, and prints a table for the performance notes (never quoted by the
+site). Each call runs with a cold L2 (:class:`~kernel_portfolio.bench.timing.L2Flusher`)
+behind a device spin (:func:`~kernel_portfolio.bench.timing.lead_for`), and the
+settings are visited in alternating order so that drift falls on all alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Hashable, Mapping
+
+import torch
+
+from kernel_portfolio.bench import timing
+
+VISITS, SAMPLES = 6, 20
+
+
+def setup(script: str) -> tuple[timing.L2Flusher, float]:
+    """Seed, warm the GPU, measure the copy bandwidth; print the header line.
+
+    Returns:
+        The L2 flusher and the copy bandwidth in GB/s.
+    """
+    if not torch.cuda.is_available():
+        raise SystemExit(f"{script}: needs a CUDA device")
+    torch.manual_seed(0)
+    props = torch.cuda.get_device_properties(0)
+    flush = timing.L2Flusher(getattr(props, "L2_cache_size", None))
+    timing.busy(500)
+    nbytes, copy_ms = timing.copy_bandwidth()
+    copy_gbps = nbytes / statistics.median(copy_ms) / 1e6
+    print(f"{props.name}; copy bandwidth {copy_gbps:.0f} GB/s; torch {torch.__version__}")
+    return flush, copy_gbps
+
+
+def interleaved_medians(
+    calls: Mapping[Hashable, Callable[[], object]], flush: timing.L2Flusher, lead_ms: float
+) -> dict:
+    """Median time (ms) of each call: :data:`VISITS` visits of :data:`SAMPLES` samples.
+
+    Odd visits take the calls in reverse order.
+    """
+    names = list(calls)
+    times = {name: [] for name in names}
+    for visit in range(VISITS):
+        for name in names if visit % 2 == 0 else names[::-1]:
+            times[name] += timing.time_events(calls[name], SAMPLES, flush=flush, lead_ms=lead_ms)
+    return {name: statistics.median(t) for name, t in times.items()}
