@@ -71,9 +71,10 @@ def views_past_2_31(device, dtype: torch.dtype = torch.float16):
 
 
 _COMPILE_FOR_SM90 = r"""
-import importlib, json, re, sys
+import importlib, json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
 
 sys.path.insert(0, sys.argv[2])  # the tests folder: test modules may hold kernels too
@@ -90,7 +91,16 @@ for spec in json.loads(sys.argv[1]):
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
     ops = set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx))
     copies = re.findall(r"cp\.async\.\w+\.shared\.global[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*[,;]", ptx)
-    print(json.dumps(sorted(ops | {f"cp.async.{int(n, 0)}" for n in copies})))
+    ops |= {f"cp.async.{int(n, 0)}" for n in copies}
+    if spec.get("registers"):  # ptxas -v: the assembler Triton itself runs
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(f"{tmp}/k.ptx", "w") as fh:
+                fh.write(ptx)
+            cmd = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", f"{tmp}/k.ptx"]
+            cmd += ["-o", f"{tmp}/k.o"]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+        ops.add("registers." + re.search(r"Used (\d+) registers", out).group(1))
+    print(json.dumps(sorted(ops)))
 """
 
 
@@ -106,6 +116,8 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     Returns, per spec, the distinct PTX opcodes such as ``ld.global.v4.b32``,
     and ``cp.async.<bytes>`` for each size of asynchronous global-to-shared
     copy (the pipelined loads of a GEMM): ``cp.async.16`` is a 16-byte load.
+    A spec with ``"registers": True`` also gets ``registers.<n>``: the
+    registers per thread that ``ptxas -v`` reports for sm_90a.
     """
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(

@@ -488,7 +488,7 @@ def test_custom_op_schema_and_autograd_registration(device):
 
 @pytest.mark.parametrize("has_residual", [False, True])
 def test_block_plan_rows_load_16_bytes_and_residual_rows_pipeline(has_residual):
-    """The block-plan forward on sm_90 (float16, 8192 columns): 16-byte row loads.
+    """The block-plan forward on sm_90 (float16, 8192 columns): 16-byte row loads, 40 registers.
 
     With a residual the launcher asks for ``plan_rule.RESIDUAL_BLOCK_STAGES``
     stages, so the next rows arrive by 16-byte ``cp.async`` copies into shared
@@ -509,10 +509,14 @@ def test_block_plan_rows_load_16_bytes_and_residual_rows_pipeline(has_residual):
                 "constexprs": consts,
                 "aligned": ["x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr"],
                 "num_warps": 16,
+                "registers": True,
             }
         ]
     )
     assert "st.global.v4.b32" in ops and not any(op.endswith(".b16") for op in ops), ops
+    # Three 16-warp programs per SM (65536 registers, allocated per warp in eights).
+    (registers,) = (int(op.split(".")[1]) for op in ops if op.startswith("registers."))
+    assert registers <= 40, registers
     if stages > 1:
         assert "cp.async.16" in ops, ops
     else:
