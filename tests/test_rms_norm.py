@@ -210,6 +210,33 @@ def test_programs_walk_every_row(grid, op, device, monkeypatch):
         check_op(op, *make_inputs(op, (37, 100), torch.float16, device), plan=plan)
 
 
+@pytest.mark.parametrize("scale", [1, 2])
+@pytest.mark.parametrize("plan", ["block", "looped"])
+def test_backward_warps_scale_applies_to_block_plans(scale, plan, device, monkeypatch):
+    """``BWD_BLOCK_WARPS_SCALE`` multiplies a block plan's backward warps, and only there."""
+    warps = []
+    launchable = rms_mod.launchable
+
+    class RecordingLaunch:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                if self.kernel is rms_mod._bwd_kernel:
+                    warps.append(kwargs["num_warps"])
+                return launchable(self.kernel)[grid](*args, **kwargs)
+
+            return launch
+
+    monkeypatch.setattr(rms_mod, "BWD_BLOCK_WARPS_SCALE", scale)
+    monkeypatch.setattr(rms_mod, "launchable", RecordingLaunch)
+    inputs = make_inputs("rms_norm", (6, 100), torch.float16, device)
+    check_op("rms_norm", *inputs, plan=plan)
+    chosen = plans.choose_for(inputs[0], plan)
+    assert warps == [chosen.num_warps * (scale if plan == "block" else 1)]
+
+
 # Width 1, widths just past a power of two, empty rows / width / batch,
 # leading batch dims and a 1-D input.
 AWKWARD_SHAPES = [(5, 1), (1, 1), (3, 65), (4, 257), (0, 8), (4, 0), (2, 0, 5), (2, 3, 17), (33,)]

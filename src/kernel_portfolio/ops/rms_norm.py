@@ -547,6 +547,12 @@ def _dw_reduce_kernel(
 #: so the partials stay small next to ``dy`` and ``h``. A first guess that the
 #: RMSNorm benchmarks will revisit.
 BWD_PROGRAMS_PER_SM = 2
+#: Warps of a block-plan backward program, as a multiple of the plan's (at
+#: most 32). The backward holds four rows' worth of float32 values per thread
+#: (``dy``, ``h``, the weight and the partial ``dweight``): at 8192 columns and
+#: 16 warps that is 109 registers on sm_90, one program per SM; 32 warps take
+#: 64. ``scripts/rms_bwd_ab.py`` times both constants on a GPU.
+BWD_BLOCK_WARPS_SCALE = 1
 #: Elements per tile of the ``dweight`` reduction, and its warps.
 REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
@@ -676,12 +682,10 @@ def _backward(
     dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
     vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
-    consts = {
-        "HAS_WEIGHT": weight is not None,
-        "BLOCK": plan.block,
-        "VEC": vec,
-        "num_warps": plan.num_warps,
-    }
+    warps = plan.num_warps
+    if plan.kind == "block":
+        warps = min(32, warps * BWD_BLOCK_WARPS_SCALE)
+    consts = {"HAS_WEIGHT": weight is not None, "BLOCK": plan.block, "VEC": vec, "num_warps": warps}
     with device_guard(h):
         if one_chunk:
             dot = rstd  # not read: mean(g * h) comes from the row in registers

@@ -1,0 +1,105 @@
+"""A/B of the RMSNorm backward's launch constants on a GPU.
+
+About a minute in one process; prints a table and writes nothing else::
+
+    python scripts/rms_bwd_ab.py > results/h200/checks/rms-bwd-ab-<UTC stamp>.log
+
+Times the backward launcher (``ops.rms_norm._backward``: ``dx`` and the weight
+gradient, float16) at block-plan widths with ``BWD_BLOCK_WARPS_SCALE`` (the
+block plan's warps times 1 or 2) and ``BWD_PROGRAMS_PER_SM`` (2 or 1) in every
+combination, on the same inputs, visited in alternating order (six visits of
+twenty samples), each call with a cold L2 and a device spin ahead of its start
+event. Each setting's ``dx`` and weight gradient are checked against the
+shipped setting's first. The share of copy bandwidth counts ``3*M*N`` elements
+(``dy`` and ``h`` read, ``dx`` written), not the float32 partials. The last
+line names the setting with the lowest mean change of the median time against
+the shipped one. A diagnostic for the performance notes: the site quotes the
+benchmark results, never this.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+
+import torch
+
+from kernel_portfolio import plans
+from kernel_portfolio.bench import timing
+from kernel_portfolio.ops import rms_norm
+
+VISITS, SAMPLES = 6, 20
+SETTINGS = list(itertools.product((1, 2), (2, 1)))  # (warps scale, programs per SM)
+SHAPES = ((8192, 8192), (32768, 8192), (32768, 1024), (16384, 4096), (8192, 16384))
+
+
+def _set(setting: tuple[int, int]) -> None:
+    rms_norm.BWD_BLOCK_WARPS_SCALE, rms_norm.BWD_PROGRAMS_PER_SM = setting
+
+
+def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) -> None:
+    """Time every setting at ``m x n`` and print its rows; append each change to ``changes``."""
+    h, dy = (torch.randn(m, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    w = torch.randn(n, device="cuda", dtype=torch.float16)
+    rstd = torch.rsqrt(h.float().pow(2).mean(-1) + 1e-6)
+    plan = plans.choose_for(h)
+    dx, dw = torch.empty_like(h), torch.empty_like(w)
+
+    def call():
+        rms_norm._backward(dy, h, w, rstd, None, plan, dx, None, dw)
+
+    outs = {}
+    for setting in SETTINGS:
+        _set(setting)
+        call()
+        outs[setting] = (dx.clone(), dw.clone())
+    _set(shipped)
+    lead = timing.lead_for(call)
+    times = {s: [] for s in SETTINGS}
+    for visit in range(VISITS):
+        for setting in SETTINGS if visit % 2 == 0 else SETTINGS[::-1]:
+            _set(setting)
+            times[setting] += timing.time_events(call, SAMPLES, flush=flush, lead_ms=lead)
+    _set(shipped)
+    base = statistics.median(times[shipped])
+    for setting in SETTINGS:
+        median = statistics.median(times[setting])
+        diff = max(
+            (a.float() - b.float()).abs().max().item()
+            for a, b in zip(outs[setting], outs[shipped], strict=True)
+        )
+        warps = min(32, plan.num_warps * setting[0]) if plan.kind == "block" else plan.num_warps
+        pct = 100 * 3 * m * n * h.element_size() / median / 1e6 / copy_gbps
+        row = f"{plan.kind} {m}x{n:<17} {str(setting):>8} {warps:>5} {median * 1e3:>10.1f}"
+        print(f"{row} {pct:>6.1f}% {diff:>9.2e}")
+        changes[setting].append(median / base - 1)
+
+
+def main() -> None:
+    if not torch.cuda.is_available():
+        raise SystemExit("rms_bwd_ab: needs a CUDA device")
+    torch.manual_seed(0)
+    shipped = (rms_norm.BWD_BLOCK_WARPS_SCALE, rms_norm.BWD_PROGRAMS_PER_SM)
+    props = torch.cuda.get_device_properties(0)
+    flush = timing.L2Flusher(getattr(props, "L2_cache_size", None))
+    timing.busy(500)
+    nbytes, copy_ms = timing.copy_bandwidth()
+    copy_gbps = nbytes / statistics.median(copy_ms) / 1e6
+    print(f"{props.name}; copy bandwidth {copy_gbps:.0f} GB/s; torch {torch.__version__}")
+    print(f"\nRMSNorm backward, (warps scale, programs per SM) (shipped: {shipped})")
+    head = f"{'case':<28} {'setting':>8} {'warps':>5} {'median us':>10}"
+    print(f"{head} {'% copy':>7} {'max diff':>9}")
+    changes = {s: [] for s in SETTINGS}
+    for m, n in SHAPES:
+        _measure(m, n, shipped, flush, copy_gbps, changes)
+        torch.cuda.empty_cache()
+    mean = {s: 100 * statistics.mean(c) for s, c in changes.items()}
+    best = min(SETTINGS, key=mean.get)
+    print("\nmean change of the median time against the shipped setting:")
+    for setting in SETTINGS:
+        print(f"  {setting}: {mean[setting]:+.2f}%")
+    print(f"best: scale {best[0]}, programs per SM {best[1]}: {mean[best]:+.2f}%")
+
+
+if __name__ == "__main__":
+    main()
