@@ -153,16 +153,10 @@ def test_persistent_grid_is_bounded_by_rows_and_resident_programs():
     assert plans.persistent_programs(0, plan, 132) == 1
 
 
-@pytest.mark.parametrize("grid", ["rows", "persistent"])
-def test_block_forwards_take_a_program_per_row_or_the_persistent_grid(grid, monkeypatch):
-    monkeypatch.setattr(plans, "BLOCK_FORWARD_GRID", grid)
+def test_block_forwards_take_a_program_per_row_and_looped_ones_the_persistent_grid():
     block, looped = RowPlan("block", 1024, 4), RowPlan("looped", 8192, 16)
-    resident = 132 * plans.WARPS_PER_SM // 4
-    want = 10**6 if grid == "rows" else resident
-    assert plans.forward_programs(10**6, block, 132) == want
-    assert plans.forward_programs(2**40, block, 132) == (
-        plans.MAX_GRID if grid == "rows" else resident
-    )
+    assert plans.forward_programs(10**6, block, 132) == 10**6
+    assert plans.forward_programs(2**40, block, 132) == plans.MAX_GRID
     assert plans.forward_programs(0, block, 132) == 1
     persistent = plans.persistent_programs(10**6, looped, 132)
     assert plans.forward_programs(10**6, looped, 132) == persistent

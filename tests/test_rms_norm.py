@@ -194,19 +194,20 @@ def test_every_plan_without_weight(plan, shape, op, device):
     check_op(op, *make_inputs(op, shape, torch.float16, device, with_weight=False), plan=plan)
 
 
-@pytest.mark.parametrize("grid", ["persistent", "rows"])
+@pytest.mark.parametrize("max_grid", [plans.MAX_GRID, 5])
 @pytest.mark.parametrize("op", OPS)
-def test_programs_walk_every_row(grid, op, device, monkeypatch):
-    """With one SM's worth of persistent programs, each handles several rows.
+def test_programs_walk_every_row(max_grid, op, device, monkeypatch):
+    """Looped programs on one SM's worth of a persistent grid each walk several rows.
 
-    Block and looped forwards, with ``plans.BLOCK_FORWARD_GRID`` either way.
+    Block programs have a row each, up to ``plans.MAX_GRID`` programs; with
+    the limit set to 5 they walk several rows too.
     """
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
-    monkeypatch.setattr(plans, "BLOCK_FORWARD_GRID", grid)
+    monkeypatch.setattr(plans, "MAX_GRID", max_grid)
     for plan in ("block", "looped"):
         chosen = plans.choose_for(torch.empty(37, 100), plan)
         programs = plans.forward_programs(37, chosen, 1)
-        assert programs == 37 if grid == "rows" and plan == "block" else programs < 37
+        assert programs == min(37, max_grid) if plan == "block" else programs < 37
         check_op(op, *make_inputs(op, (37, 100), torch.float16, device), plan=plan)
 
 
@@ -514,19 +515,19 @@ def test_custom_op_schema_and_autograd_registration(device):
 
 
 @pytest.mark.parametrize("has_residual", [False, True])
-def test_block_plan_rows_load_16_bytes_and_residual_rows_pipeline(has_residual):
-    """The block-plan forward on sm_90 (float16, 8192 columns): 16-byte row loads, 40 registers.
+def test_block_plan_rows_load_16_bytes_in_40_registers(has_residual):
+    """The block-plan forward on sm_90 (float16, 8192 columns, 16 warps).
 
-    With a residual the launcher asks for ``plan_rule.RESIDUAL_BLOCK_STAGES``
-    stages, so the next rows arrive by 16-byte ``cp.async`` copies into shared
-    memory; without one the loads are plain ``ld.global.v4``.
+    Rows and outputs move in 16-byte ``ld.global.v4`` / ``st.global.v4``
+    accesses, with no ``cp.async`` (the row loop is not pipelined), and a
+    thread takes at most 40 registers: three 16-warp programs per SM (65536
+    registers, allocated per warp in eights).
     """
-    stages = rms_mod.plan_rule.RESIDUAL_BLOCK_STAGES if has_residual else 1
     runtime = {"n_rows": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
     runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
     runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
     consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
-    consts |= {"STORE_RSTD": False, "BLOCK": 8192, "ONE_CHUNK": True, "VEC": 8, "STAGES": stages}
+    consts |= {"STORE_RSTD": False, "BLOCK": 8192, "ONE_CHUNK": True, "VEC": 8}
     (ops,) = global_memory_ops(
         [
             {
@@ -540,14 +541,10 @@ def test_block_plan_rows_load_16_bytes_and_residual_rows_pipeline(has_residual):
             }
         ]
     )
-    assert "st.global.v4.b32" in ops and not any(op.endswith(".b16") for op in ops), ops
-    # Three 16-warp programs per SM (65536 registers, allocated per warp in eights).
+    assert "ld.global.v4.b32" in ops and "st.global.v4.b32" in ops, ops
+    assert not any(op.endswith(".b16") or op.startswith("cp.async") for op in ops), ops
     (registers,) = (int(op.split(".")[1]) for op in ops if op.startswith("registers."))
     assert registers <= 40, registers
-    if stages > 1:
-        assert "cp.async.16" in ops, ops
-    else:
-        assert "ld.global.v4.b32" in ops and "cp.async.16" not in ops, ops
 
 
 # ---------------------------------------------------------------------------

@@ -83,20 +83,21 @@ def test_row_wider_than_2_20(plan, device):
     assert_matches(_row_sum(x, plan), reference.row_sum(x), torch.float32)
 
 
-@pytest.mark.parametrize("grid", ["persistent", "rows"])
-def test_programs_walk_every_row(grid, device, monkeypatch):
-    """With one SM's worth of persistent programs, each handles several rows.
+@pytest.mark.parametrize("max_grid", [plans.MAX_GRID, 5])
+def test_programs_walk_every_row(max_grid, device, monkeypatch):
+    """Looped programs on one SM's worth of a persistent grid each walk several rows.
 
-    With ``"rows"``, the block plan has a program per row instead.
+    Block programs have a row each, up to ``plans.MAX_GRID`` programs; with
+    the limit set to 5 they walk several rows too.
     """
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
-    monkeypatch.setattr(plans, "BLOCK_FORWARD_GRID", grid)
+    monkeypatch.setattr(plans, "MAX_GRID", max_grid)
     x = torch.randn(37, 100, device=device)
     for plan in ("block", "looped"):
         chosen = plans.choose_for(x, plan)
         programs = plans.forward_programs(37, chosen, 1)
-        if grid == "rows" and plan == "block":
-            assert programs == 37, (chosen, programs)
+        if plan == "block":
+            assert programs == min(37, max_grid), (chosen, programs)
         else:
             assert programs == plans.WARPS_PER_SM // chosen.num_warps < 37, (chosen, programs)
         assert_matches(_row_sum(x, plan), reference.row_sum(x), torch.float32, plan)

@@ -40,15 +40,3 @@ NARROW_CHUNK = 8192
 NARROW_WARPS: int | None = 8
 WIDE_CHUNK = 16384
 WIDE_WARPS: int | None = 16
-#: Software-pipeline stages of the residual RMSNorm forward's block-plan row
-#: loop, for rows that fill their block of at least ``PIPELINE_MIN_COLS``
-#: columns in programs that walk several rows: 2 copies each program's next
-#: rows (x and residual) into shared memory while it normalises the current
-#: one; 1 turns that off. Chosen by A/Bs on the H200
-#: (``results/h200/checks/row-ab-20261201T0220Z.log`` and ``-0244Z.log``):
-#: 2 stages were ahead at 4096 and 8192 columns and level at 16384; behind at
-#: 1024 and at widths just past a power of two (a block twice the row, half
-#: masked). Softmax and plain RMSNorm fell behind at 16384 columns and do not
-#: pipeline.
-RESIDUAL_BLOCK_STAGES = 2
-PIPELINE_MIN_COLS = 4096

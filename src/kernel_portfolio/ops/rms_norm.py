@@ -50,7 +50,7 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   writing ``h``), then re-reading ``h`` (or ``x``) to write ``y``.
 * The forward of both takes rows ``p, p + P, ...`` in program ``p`` of
   ``P`` (:func:`kernel_portfolio.plans.forward_programs`: one row per
-  program, or a persistent grid).
+  program for the block plan, a persistent grid for the looped one).
 * ``split``: few wide rows; several programs share a row. A first kernel
   writes partial sums of squares, a second merges a row's partials in a fixed
   order and writes its slice of ``y``.
@@ -98,7 +98,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 from torch.library import triton_op
 
-from kernel_portfolio import plan_rule, plans
+from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
     check_eps,
     check_same,
@@ -236,13 +236,11 @@ def _fwd_kernel(
     BLOCK: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
-    STAGES: tl.constexpr,
 ):
     """Block and looped plans: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
-    With ``STAGES > 1`` (``plan_rule.RESIDUAL_BLOCK_STAGES``) Triton pipelines
-    the row loop, copying the next rows into shared memory (``cp.async``)
-    while this one is normalised.
+    The row loop is not software-pipelined (``num_stages=1``): a block-plan
+    program has one row, and a looped one re-reads its row from L2.
 
     ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row in registers and reads
     the weight after the row's reduction, so the weight is not live across
@@ -259,7 +257,7 @@ def _fwd_kernel(
     if ONE_CHUNK:
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
         r_row = r_ptr + row64 * stride_rm
@@ -602,10 +600,6 @@ def _forward(
     with device_guard(x):
         if plan.kind != "split":
             programs = plans.forward_programs(n_rows, plan, plans.sm_count(x.device))
-            # Pipelining prefetches a program's next row: only where it has one,
-            # and only for residual rows that fill a wide enough block (plan_rule).
-            fills = n_cols == plan.block >= plan_rule.PIPELINE_MIN_COLS
-            pipelined = has_res and fills and programs < n_rows
             launchable(_fwd_kernel)[(programs,)](
                 x,
                 res,
@@ -620,7 +614,6 @@ def _forward(
                 HAS_WEIGHT=weight is not None,
                 STORE_RSTD=rstd is not None,
                 ONE_CHUNK=plan.block >= n_cols,
-                STAGES=plan_rule.RESIDUAL_BLOCK_STAGES if pipelined else 1,
                 **consts,
             )
             return
