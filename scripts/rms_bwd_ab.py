@@ -23,12 +23,12 @@ import itertools
 import statistics
 
 import torch
+from ab_support import interleaved_medians, setup
 
 from kernel_portfolio import plans
 from kernel_portfolio.bench import timing
 from kernel_portfolio.ops import rms_norm
 
-VISITS, SAMPLES = 6, 20
 SETTINGS = list(itertools.product((1, 2), (2, 1)))  # (warps scale, programs per SM)
 SHAPES = ((8192, 8192), (32768, 8192), (32768, 1024), (16384, 4096), (8192, 16384))
 
@@ -55,15 +55,11 @@ def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) ->
         outs[setting] = (dx.clone(), dw.clone())
     _set(shipped)
     lead = timing.lead_for(call)
-    times = {s: [] for s in SETTINGS}
-    for visit in range(VISITS):
-        for setting in SETTINGS if visit % 2 == 0 else SETTINGS[::-1]:
-            _set(setting)
-            times[setting] += timing.time_events(call, SAMPLES, flush=flush, lead_ms=lead)
+    calls = {s: (lambda s=s: (_set(s), call())) for s in SETTINGS}
+    medians = interleaved_medians(calls, flush, lead)
     _set(shipped)
-    base = statistics.median(times[shipped])
     for setting in SETTINGS:
-        median = statistics.median(times[setting])
+        median = medians[setting]
         diff = max(
             (a.float() - b.float()).abs().max().item()
             for a, b in zip(outs[setting], outs[shipped], strict=True)
@@ -72,20 +68,12 @@ def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) ->
         pct = 100 * 3 * m * n * h.element_size() / median / 1e6 / copy_gbps
         row = f"{plan.kind} {m}x{n:<17} {str(setting):>8} {warps:>5} {median * 1e3:>10.1f}"
         print(f"{row} {pct:>6.1f}% {diff:>9.2e}")
-        changes[setting].append(median / base - 1)
+        changes[setting].append(median / medians[shipped] - 1)
 
 
 def main() -> None:
-    if not torch.cuda.is_available():
-        raise SystemExit("rms_bwd_ab: needs a CUDA device")
-    torch.manual_seed(0)
+    flush, copy_gbps = setup("rms_bwd_ab")
     shipped = (rms_norm.BWD_BLOCK_WARPS_SCALE, rms_norm.BWD_PROGRAMS_PER_SM)
-    props = torch.cuda.get_device_properties(0)
-    flush = timing.L2Flusher(getattr(props, "L2_cache_size", None))
-    timing.busy(500)
-    nbytes, copy_ms = timing.copy_bandwidth()
-    copy_gbps = nbytes / statistics.median(copy_ms) / 1e6
-    print(f"{props.name}; copy bandwidth {copy_gbps:.0f} GB/s; torch {torch.__version__}")
     print(f"\nRMSNorm backward, (warps scale, programs per SM) (shipped: {shipped})")
     head = f"{'case':<28} {'setting':>8} {'warps':>5} {'median us':>10}"
     print(f"{head} {'% copy':>7} {'max diff':>9}")
