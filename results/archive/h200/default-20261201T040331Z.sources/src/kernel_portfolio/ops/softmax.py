@@ -170,7 +170,8 @@ def _fwd_block_kernel(
 ):
     """Block plan, forward: each row is loaded once, reduced in registers, stored once.
 
-    A persistent grid: program ``p`` handles rows ``p, p + programs, ...``.
+    Program ``p`` handles rows ``p, p + programs, ...``: one row when the grid
+    has a program per row (:func:`kernel_portfolio.plans.forward_programs`).
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
     n_cols = n_cols // VEC * VEC
@@ -424,7 +425,7 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
     with device_guard(x):
         if plan.kind in ("block", "looped"):
             kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
-            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
+            grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
             launchable(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)

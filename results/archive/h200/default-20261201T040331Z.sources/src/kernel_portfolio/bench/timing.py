@@ -44,6 +44,8 @@ COPY_BYTES = 2 << 30
 MAX_LEAD_MS = 20.0
 #: :func:`lead_for`'s lead, in multiples of the host time to queue one call.
 LEAD_HOST_MULTIPLE = 4
+#: Times :func:`time_events` takes one sample whose host outran its lead.
+_LEAD_ATTEMPTS = 3
 
 
 class L2Flusher:
@@ -125,10 +127,6 @@ def time_events(
         events.append((start, end))
     torch.cuda.synchronize()
     return [start.elapsed_time(end) for start, end in events]
-
-
-#: Times :func:`time_events` takes one sample whose host outran its lead.
-_LEAD_ATTEMPTS = 3
 
 
 @functools.cache

@@ -386,7 +386,10 @@ def _pointer_config(bm, bn, bk, warps, stages):
 #: 128x128x64 tile with five stages was dropped: in one H200 run (Triton 3.6,
 #: raw output not kept, so a lead to re-check with ``test_every_tma_config``)
 #: it left the output unwritten (NaN in a poisoned output) for every layout,
-#: and the autotuner, which times but never checks, could pick it.
+#: and the autotuner, which times but never checks, could pick it. The
+#: 64x128 tile is for products with few output tiles and a long ``K``: the
+#: ``dB`` of a linear layer with a large batch (a 1024x1024 output is 64 tiles
+#: of 128x128, so half of an H200's 132 SMs would wait; 128 tiles of 64x128).
 TMA_CONFIGS = [
     _tma_config(128, 256, 64, 8, 3),
     _tma_config(128, 256, 64, 8, 4, split=2),
@@ -394,6 +397,7 @@ TMA_CONFIGS = [
     _tma_config(128, 128, 64, 8, 4),
     _tma_config(128, 128, 64, 4, 4),
     _tma_config(64, 256, 64, 4, 4),
+    _tma_config(64, 128, 64, 4, 4),
     _tma_config(128, 256, 64, 4, 3, ws=True),
     _tma_config(128, 128, 64, 4, 4, ws=True),
 ]

@@ -7,8 +7,8 @@ make the sweep's own results stale. Benchmarks of the row operators do depend
 on this file, since ``auto`` decides what they run.
 
 The values are the rule that ``scripts/chunk_rules_fit.py`` fitted on the first
-H200 run of the chunk-rules sweep and scored on the second (refitting on the
-second gives the same rule)
+H200 run of the chunk-rules sweep and scored on the second (whether refitting
+on the second gives the same rule is recorded in the fit)
 (``results/h200/chunk_rules_fit.json``; the case study "Chunk rules for wide
 rows" shows the fit and its held-out regret). Thresholds are in bytes so that
 one rule serves every dtype; the sweep measured float16, so its column counts
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 #: ``split`` first, when there are few rows and each is wide:
 #: ``n_rows <= SPLIT_ROWS_PER_SM * sm_count`` and ``n_cols * elem_bytes > SPLIT_MIN_BYTES``.
-SPLIT_ROWS_PER_SM = 1.0
+SPLIT_ROWS_PER_SM = 0.5
 SPLIT_MIN_BYTES = 32 * 1024
 #: Chunk width (elements) and warps of a ``split`` plan.
 SPLIT_CHUNK = 4096
@@ -36,16 +36,19 @@ BLOCK_WARPS: int | None = None
 #: Else ``looped``: rows of at most ``NARROW_MAX_BYTES`` take the narrow chunk
 #: and warps, wider rows the wide ones (0: every row is wide).
 NARROW_MAX_BYTES = 32769 * 2
-NARROW_CHUNK = 4096
+NARROW_CHUNK = 8192
 NARROW_WARPS: int | None = 8
 WIDE_CHUNK = 16384
-WIDE_WARPS: int | None = 8
+WIDE_WARPS: int | None = 16
 #: Software-pipeline stages of the residual RMSNorm forward's block-plan row
-#: loop, for rows that fill their block (a power-of-two width): 2 copies each
-#: program's next rows (x and residual) into shared memory while it normalises
-#: the current one; 1 turns that off. Chosen by A/Bs on the H200
-#: (results/h200/checks/row-ab-*.log): with a residual, 2 stages were ahead at
-#: every power-of-two width tried, behind at widths just past one (a block
-#: twice the row, half masked); softmax and plain RMSNorm fell behind at
-#: 16384 columns, so they do not pipeline.
+#: loop, for rows that fill their block of at least ``PIPELINE_MIN_COLS``
+#: columns in programs that walk several rows: 2 copies each program's next
+#: rows (x and residual) into shared memory while it normalises the current
+#: one; 1 turns that off. Chosen by A/Bs on the H200
+#: (``results/h200/checks/row-ab-20261201T0220Z.log`` and ``-0244Z.log``):
+#: 2 stages were ahead at 4096 and 8192 columns and level at 16384; behind at
+#: 1024 and at widths just past a power of two (a block twice the row, half
+#: masked). Softmax and plain RMSNorm fell behind at 16384 columns and do not
+#: pipeline.
 RESIDUAL_BLOCK_STAGES = 2
+PIPELINE_MIN_COLS = 4096

@@ -76,7 +76,8 @@ def _block_kernel(
 ):
     """Block plan: each row is loaded once and reduced in registers.
 
-    A persistent grid: program ``p`` handles rows ``p, p + programs, ...``.
+    Program ``p`` handles rows ``p, p + programs, ...``: one row when the grid
+    has a program per row (:func:`kernel_portfolio.plans.forward_programs`).
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
     n_cols = n_cols // VEC * VEC
@@ -162,7 +163,7 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
     with device_guard(x):
         if plan.kind in ("block", "looped"):
             kernel = _block_kernel if plan.kind == "block" else _looped_kernel
-            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
+            grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
             launchable(kernel)[grid](x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)

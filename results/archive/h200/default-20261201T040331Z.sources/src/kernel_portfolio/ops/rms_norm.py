@@ -48,9 +48,9 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   (+ ``dh``), write ``dx``).
 * ``looped``: a program walks a row in chunks, first summing squares (and
   writing ``h``), then re-reading ``h`` (or ``x``) to write ``y``.
-* The forward of both is a persistent grid
-  (:func:`kernel_portfolio.plans.persistent_programs`): program ``p`` of
-  ``P`` takes rows ``p, p + P, ...``.
+* The forward of both takes rows ``p, p + P, ...`` in program ``p`` of
+  ``P`` (:func:`kernel_portfolio.plans.forward_programs`: one row per
+  program, or a persistent grid).
 * ``split``: few wide rows; several programs share a row. A first kernel
   writes partial sums of squares, a second merges a row's partials in a fixed
   order and writes its slice of ``y``.
@@ -180,7 +180,7 @@ def _normalise(
     """Second pass over ``[start, end)``, last chunk first: re-read ``h``, write ``y``.
 
     Last first: the chunks the first pass read last are the likeliest to still
-    be in L2 (see :func:`kernel_portfolio.plans.persistent_programs`).
+    be in L2.
     """
     n_chunks = tl.cdiv(end - start, BLOCK)
     for c in range(n_chunks):
@@ -238,11 +238,11 @@ def _fwd_kernel(
     VEC: tl.constexpr,
     STAGES: tl.constexpr,
 ):
-    """Block and looped plans; a persistent grid: program ``p`` takes rows ``p, p + P, ...``.
+    """Block and looped plans: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
-    With ``STAGES > 1`` (residual block plan only) Triton pipelines the row
-    loop, copying the next rows into shared memory (``cp.async``) while this
-    one is normalised.
+    With ``STAGES > 1`` (``plan_rule.RESIDUAL_BLOCK_STAGES``) Triton pipelines
+    the row loop, copying the next rows into shared memory (``cp.async``)
+    while this one is normalised.
 
     ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row, and the weight, in
     registers; otherwise the row is walked twice, re-reading ``h`` from the
@@ -542,7 +542,7 @@ def _dw_reduce_kernel(
 # ---------------------------------------------------------------------------
 
 #: Backward programs (hence float32 partial ``dweight`` rows) per SM: fewer
-#: than :func:`kernel_portfolio.plans.persistent_programs` gives the forward,
+#: than a persistent grid (:func:`kernel_portfolio.plans.persistent_programs`),
 #: so the partials stay small next to ``dy`` and ``h``. A first guess that the
 #: RMSNorm benchmarks will revisit.
 BWD_PROGRAMS_PER_SM = 2
@@ -594,7 +594,11 @@ def _forward(
     }
     with device_guard(x):
         if plan.kind != "split":
-            programs = plans.persistent_programs(n_rows, plan, plans.sm_count(x.device))
+            programs = plans.forward_programs(n_rows, plan, plans.sm_count(x.device))
+            # Pipelining prefetches a program's next row: only where it has one,
+            # and only for residual rows that fill a wide enough block (plan_rule).
+            fills = n_cols == plan.block >= plan_rule.PIPELINE_MIN_COLS
+            pipelined = has_res and fills and programs < n_rows
             launchable(_fwd_kernel)[(programs,)](
                 x,
                 res,
@@ -609,7 +613,7 @@ def _forward(
                 HAS_WEIGHT=weight is not None,
                 STORE_RSTD=rstd is not None,
                 ONE_CHUNK=plan.block >= n_cols,
-                STAGES=plan_rule.RESIDUAL_BLOCK_STAGES if has_res and plan.block >= n_cols else 1,
+                STAGES=plan_rule.RESIDUAL_BLOCK_STAGES if pipelined else 1,
                 **consts,
             )
             return
@@ -752,8 +756,9 @@ def _rms_norm(
     ``y`` and ``h`` are new contiguous tensors shaped like ``like``: ``x``
     itself for the custom ops, the caller's tensor for the eager routes.
     ``rstd`` is made only when ``keep_rstd`` (a backward will read it);
-    otherwise it is neither allocated nor written, and None. The body of ``kp::rms_norm`` and
-    ``kp::residual_rms_norm`` (which keep it), and of the eager routes.
+    otherwise it is neither allocated nor written, and None. The body of
+    ``kp::rms_norm`` and ``kp::residual_rms_norm`` (which keep it), and of the
+    eager routes.
     """
     y = torch.empty_like(like, memory_format=torch.contiguous_format)
     h = torch.empty_like(y) if residual is not None else None
