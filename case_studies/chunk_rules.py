@@ -504,7 +504,22 @@ else:
 # The text below relies on these.
 assert 2 * len(split_bad) > len(bad) and (wider or narrower)
 assert fitting.parse_impl(lookup_pick)[0] == fitting.parse_impl(worst_pick)[0]
-assert all(held_out["lookup", k][2] <= 100 * fitting.BAD_REGRET for k in split_bad)
+repeatable = [k for k in split_bad if held_out["lookup", k][2] <= 100 * fitting.BAD_REGRET]
+assert repeatable
+if len(repeatable) == len(split_bad):
+    repeats = (
+        "In every one of these split cells, run 1's fastest plan is within a tenth of the "
+        "fastest on run 2 too: the loss is repeatable, a limit of the family, not noise."
+    )
+else:
+    others = len(split_bad) - len(repeatable)
+    those = "that cell" if others == 1 else "those cells"
+    repeats = (
+        f"In {len(repeatable)} of these {len(split_bad)} split cells, run 1's fastest plan is "
+        "within a tenth of the fastest on run 2 too: there the loss is repeatable, a limit of "
+        f"the family. In the other {others}, run 1's fastest plan is itself more than a tenth "
+        f"behind on run 2: {those} did not repeat between the runs."
+    )
 display(
     Markdown(
         f"Most badly served cells ({len(split_bad)} of {len(bad)}) are split cells where the "
@@ -514,9 +529,7 @@ display(
         f"the rule's `{worst_pick}` has a regret of "
         f"{quote(FIT_ID, worst_id, 'metrics.regret_pct', impl='fitted')} on run 2, and run 1's "
         f"fastest plan, `{lookup_pick}`, "
-        f"{quote(FIT_ID, worst_id, 'metrics.regret_pct', impl='lookup')}. In every one of these "
-        "split cells, run 1's fastest plan is within a tenth of the fastest on run 2 too: the "
-        "loss is repeatable, a limit of the family, not noise."
+        f"{quote(FIT_ID, worst_id, 'metrics.regret_pct', impl='lookup')}. {repeats}"
     )
 )
 
