@@ -74,8 +74,8 @@ _COMPILE_FOR_SM90 = r"""
 import importlib, json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
-from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
+from kernel_portfolio.arch import ptxas_for
 
 sys.path.insert(0, sys.argv[2])  # the tests folder: test modules may hold kernels too
 for spec in json.loads(sys.argv[1]):
@@ -92,11 +92,11 @@ for spec in json.loads(sys.argv[1]):
     ops = set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx))
     copies = re.findall(r"cp\.async\.\w+\.shared\.global[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*[,;]", ptx)
     ops |= {f"cp.async.{int(n, 0)}" for n in copies}
-    if spec.get("registers"):  # ptxas -v: the assembler Triton itself runs
+    if spec.get("registers"):  # ptxas -v: the assembler Triton itself runs (arch.ptxas_for)
         with tempfile.TemporaryDirectory() as tmp:
             with open(f"{tmp}/k.ptx", "w") as fh:
                 fh.write(ptx)
-            cmd = [get_ptxas(90).path, "-v", "--gpu-name", "sm_90a", f"{tmp}/k.ptx"]
+            cmd = [str(ptxas_for(90)), "-v", "--gpu-name", "sm_90a", f"{tmp}/k.ptx"]
             cmd += ["-o", f"{tmp}/k.o"]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
         ops.add("registers." + re.search(r"Used (\d+) registers", out).group(1))
