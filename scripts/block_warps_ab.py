@@ -4,19 +4,19 @@ About a minute in one process; prints a table and writes nothing else::
 
     python scripts/block_warps_ab.py > results/h200/checks/block-warps-ab-<UTC stamp>.log
 
-``plans.warps_for`` gives a block plan about two 16-byte vectors per thread,
-but never fewer than four warps: a row of 1024 half-precision columns gets one
-vector per thread, and a 64-warp SM holds 16 such programs, 32 KiB of loads in
-flight. Fewer warps per row let more rows in flight (up to the SM's 32
-programs). This times the forwards of softmax, RMSNorm, residual RMSNorm and
-row sum with explicit block plans (``RowPlan("block", width, warps)``) at 1024,
-2048 and 4096 float16 columns, each warp count on the same inputs, visited in
-alternating order (six visits of twenty samples), each call with a cold L2 and a
-device spin ahead of its start event. Outputs are checked against torch. The
-last lines give, per width, the warp count with the lowest mean median time
-over the four operators against the shipped count. A diagnostic for the
-performance notes: the site quotes the benchmark results, never this.
-"""
+``plans.warps_for`` gave a block plan about two 16-byte vectors per thread, but
+never fewer than four warps (this A/B removed the floor): a row of 1024 half-
+precision columns got one vector per thread, and a 64-warp SM holds 16 such
+programs, 32 KiB of loads in flight. Fewer warps per row let more rows in
+flight (up to the SM's 32 programs). This times the forwards of softmax,
+RMSNorm, residual RMSNorm and row sum with explicit block plans
+(``RowPlan("block", width, warps)``) at 1024, 2048 and 4096 float16 columns,
+each warp count on the same inputs, visited in alternating order (six visits of
+twenty samples), each call with a cold L2 and a device spin ahead of its start
+event. Outputs are checked against torch. The last lines give, per width, the
+warp count with the lowest mean median time over the four operators against the
+shipped count. A diagnostic for the performance notes: the site quotes the
+benchmark results, never this. """
 
 from __future__ import annotations
 

@@ -57,7 +57,17 @@ def test_auto_holds_rows_that_fit_and_splits_only_few_wide_rows():
 
 @pytest.mark.parametrize(
     ("n_cols", "elem_bytes", "warps"),
-    [(4096, 2, 8), (4104, 2, 8), (6000, 2, 8), (8192, 2, 16), (1024, 2, 4), (4104, 4, 16)],
+    [
+        (4096, 2, 8),
+        (4104, 2, 8),
+        (6000, 2, 8),
+        (8192, 2, 16),
+        (1024, 2, 2),
+        (1024, 4, 4),
+        (512, 2, 1),
+        (100, 4, 1),
+        (4104, 4, 16),
+    ],
 )
 def test_block_warps_follow_the_row_not_its_power_of_two_block(n_cols, elem_bytes, warps):
     # About two 16-byte vectors per thread of the row itself, as a power of
@@ -151,6 +161,13 @@ def test_persistent_grid_is_bounded_by_rows_and_resident_programs():
     assert plans.persistent_programs(100, plan, 132) == 100
     assert plans.persistent_programs(10**6, plan, 132) == resident
     assert plans.persistent_programs(0, plan, 132) == 1
+
+
+@pytest.mark.parametrize("warps", [1, 2])
+def test_persistent_grid_of_narrow_programs_is_what_an_sm_holds(warps):
+    # 64 warps but at most 32 programs reside per SM: one-warp programs stop at 32.
+    plan = RowPlan("block", 512, warps)
+    assert plans.persistent_programs(10**6, plan, 132) == 132 * plans.PROGRAMS_PER_SM == 132 * 32
 
 
 def test_block_forwards_take_a_program_per_row_and_looped_ones_the_persistent_grid():

@@ -211,11 +211,30 @@ def test_programs_walk_every_row(max_grid, op, device, monkeypatch):
         check_op(op, *make_inputs(op, (37, 100), torch.float16, device), plan=plan)
 
 
-@pytest.mark.parametrize("scale", [1, 2])
-@pytest.mark.parametrize("plan", ["block", "looped"])
-def test_backward_warps_scale_applies_to_block_plans(scale, plan, device, monkeypatch):
-    """``BWD_BLOCK_WARPS_SCALE`` multiplies a block plan's backward warps, and only there."""
-    warps = []
+@pytest.mark.parametrize(
+    ("plan", "elem_bytes", "launch"),
+    [
+        (RowPlan("block", 1024, 2), 2, (4, 8)),  # 8 columns a thread: 8 programs per SM
+        (RowPlan("block", 1024, 4), 4, (4, 8)),
+        (RowPlan("block", 512, 1), 2, (4, 8)),
+        (RowPlan("block", 2048, 4), 2, (4, 4)),  # 16 a thread: 16 warps per SM
+        (RowPlan("block", 4096, 8), 2, (8, 2)),
+        (RowPlan("block", 8192, 8), 2, (16, 2)),  # 4104 columns: the warps of the block
+        (RowPlan("block", 8192, 16), 2, (16, 2)),  # one program's worth, at least two
+        (RowPlan("block", 8192, 32), 2, (32, 2)),  # a forced plan keeps its warps
+        (RowPlan("looped", 8192, 8), 2, (8, 2)),  # the looped plan keeps its warps
+        (RowPlan("split", 4096, 16, 8), 2, (16, 2)),
+    ],
+    ids=str,
+)
+def test_backward_launch_follows_the_columns_a_thread_holds(plan, elem_bytes, launch):
+    assert rms_mod._bwd_launch(plan, elem_bytes) == launch
+
+
+@pytest.mark.parametrize(("n_cols", "launch"), [(1024, (4, 8)), (2048, (4, 4)), (4104, (16, 2))])
+def test_backward_launches_by_its_rule(n_cols, launch, device, monkeypatch):
+    """The backward kernel runs with ``_bwd_launch``'s warps, and its programs per SM."""
+    launches = []
     launchable = rms_mod.launchable
 
     class RecordingLaunch:
@@ -225,17 +244,48 @@ def test_backward_warps_scale_applies_to_block_plans(scale, plan, device, monkey
         def __getitem__(self, grid):
             def launch(*args, **kwargs):
                 if self.kernel is rms_mod._bwd_kernel:
-                    warps.append(kwargs["num_warps"])
+                    launches.append((kwargs["num_warps"], grid[0]))
                 return launchable(self.kernel)[grid](*args, **kwargs)
 
             return launch
 
-    monkeypatch.setattr(rms_mod, "BWD_BLOCK_WARPS_SCALE", scale)
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
     monkeypatch.setattr(rms_mod, "launchable", RecordingLaunch)
-    inputs = make_inputs("rms_norm", (6, 100), torch.float16, device)
-    check_op("rms_norm", *inputs, plan=plan)
-    chosen = plans.choose_for(inputs[0], plan)
-    assert warps == [chosen.num_warps * (scale if plan == "block" else 1)]
+    check_op("rms_norm", *make_inputs("rms_norm", (37, n_cols), torch.float16, device))
+    assert launches == [launch]
+
+
+@pytest.mark.parametrize(
+    ("n_cols", "warps", "dtype", "light"),
+    [(1024, 4, "fp16", True), (1024, 4, "fp32", True), (2048, 4, "fp16", False)],
+)
+def test_backward_registers_match_the_launch_rule(n_cols, warps, dtype, light):
+    """The premise of ``_bwd_launch`` on sm_90: up to ``BWD_LIGHT_ELEMS`` columns a
+    thread take at most 64 registers (eight 4-warp programs fit an SM's 65536),
+    more take over 64."""
+    runtime = {name: "i32" for name in ("n_rows", "n_cols", "chunks_per_split")}
+    runtime |= {name: "i32" for name in ("stride_dym", "stride_hm", "stride_dhm")}
+    runtime |= {name: "*fp32" for name in ("rstd_ptr", "dot_ptr", "dw_part_ptr")}
+    pointers = ("dy_ptr", "h_ptr", "w_ptr", "dh_ptr", "dx_ptr", "dx2_ptr")
+    runtime |= {name: f"*{dtype}" for name in pointers}
+    consts = {"stride_dyn": 1, "stride_hn": 1, "stride_dhn": 1, "HAS_WEIGHT": True}
+    consts |= {"HAS_DH": False, "TWO_DX": False, "BLOCK": n_cols, "ONE_CHUNK": True}
+    consts |= {"VEC": 8 if dtype == "fp16" else 4, "MAX_PARTIALS": plans.MAX_SPLITS}
+    (ops,) = global_memory_ops(
+        [
+            {
+                "module": "kernel_portfolio.ops.rms_norm",
+                "kernel": "_bwd_kernel",
+                "signature": runtime,
+                "constexprs": consts,
+                "aligned": [*pointers, "rstd_ptr", "dot_ptr", "dw_part_ptr"],
+                "num_warps": warps,
+                "registers": True,
+            }
+        ]
+    )
+    (registers,) = (int(op.split(".")[1]) for op in ops if op.startswith("registers."))
+    assert (registers <= 64) == light, registers
 
 
 # Width 1, widths just past a power of two, empty rows / width / batch,

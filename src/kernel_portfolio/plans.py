@@ -45,6 +45,8 @@ MAX_BLOCK_COLS = 1 << 20
 MAX_SPLITS = 256
 #: Warps an H100/H200 SM keeps resident; the persistent grid fills it.
 WARPS_PER_SM = 64
+#: Programs (thread blocks) an H100/H200 SM keeps resident, whatever their warps.
+PROGRAMS_PER_SM = 32
 #: Most programs of a one-dimensional CUDA grid.
 MAX_GRID = 2**31 - 1
 #: SM count assumed for CPU tensors (the interpreter): the H200's, so plans
@@ -94,17 +96,21 @@ def _check_plan_name(plan: object) -> None:
 def warps_for(cols: int, elem_bytes: int, warps: int | None = None) -> int:
     """``warps`` if given, else enough for about two 16-byte vectors per thread of ``cols``.
 
-    A power of two from 4 to 16. ``cols`` is what a program loads at a time: a
+    A power of two from 1 to 16. ``cols`` is what a program loads at a time: a
     chunk, or for a block plan the row itself, not its power-of-two block: a
     row of 4104 columns in a block of 8192 is half masked, and warps sized to
     the block would each load one vector and then spend as long as a full
     block on the row's reductions, with half as many rows resident per SM.
+    Narrow rows take few warps (1024 half-precision columns: 2), so that an SM
+    holds many rows in flight: ``scripts/block_warps_ab.py`` put softmax at
+    32768x1024 float16 at 86% of copy with 2 warps and 78% with 4
+    (``results/h200/checks/block-warps-ab-20261201T0555Z.log``).
     """
     if warps is not None:
         return warps
     per_warp = 32 * max(1, 16 // elem_bytes)
     wanted = max(1, cols // (per_warp * 2))
-    return max(4, min(16, 1 << (wanted.bit_length() - 1)))  # rounded down to a power of two
+    return min(16, 1 << (wanted.bit_length() - 1))  # rounded down to a power of two
 
 
 def choose(
@@ -268,10 +274,11 @@ def persistent_programs(n_rows: int, plan: RowPlan, sm_count: int) -> int:
     """Programs to launch for a plan that loops over rows (block, looped).
 
     A persistent grid: at most as many programs as the SMs keep resident
-    (``WARPS_PER_SM // num_warps`` each), every program walking rows
-    ``pid, pid + programs, ...``; fewer when there are fewer rows.
+    (``WARPS_PER_SM // num_warps`` each, at most ``PROGRAMS_PER_SM``), every
+    program walking rows ``pid, pid + programs, ...``; fewer when there are
+    fewer rows.
     """
-    resident = sm_count * max(1, WARPS_PER_SM // plan.num_warps)
+    resident = sm_count * max(1, min(PROGRAMS_PER_SM, WARPS_PER_SM // plan.num_warps))
     return max(1, min(n_rows, resident))
 
 

@@ -27,14 +27,14 @@ dweight = sum over rows of dy * h * rstd
 the backward when autograd records; the no-grad forward neither allocates nor
 writes it (``STORE_RSTD`` false).
 ``dweight`` is deterministic: no atomics. Each backward program accumulates a
-float32 partial ``dweight`` over a fixed set of rows (at most
-``BWD_PROGRAMS_PER_SM`` partial rows per SM), and a second kernel sums the
-partial rows in a fixed order.
+float32 partial ``dweight`` over a fixed set of rows (a few partial rows
+per SM, :func:`_bwd_launch`), and a second kernel sums the partial rows in a
+fixed order.
 
 Memory traffic for ``M`` rows of ``N`` elements of ``E`` bytes, leaving out
 ``rstd`` (4 bytes a row, written only by a forward that autograd records),
-``weight`` and, in the backward, the float32 ``dweight`` partials (at most
-``BWD_PROGRAMS_PER_SM`` rows of ``N`` per SM, written once and read once):
+``weight`` and, in the backward, the float32 ``dweight`` partials (a few
+rows of ``N`` per SM, written once and read once):
 
 ```text
 plan           rms_norm fwd   residual fwd   bwd            bwd with dh
@@ -540,20 +540,44 @@ def _dw_reduce_kernel(
 # Launchers
 # ---------------------------------------------------------------------------
 
-#: Backward programs (hence float32 partial ``dweight`` rows) per SM: fewer
-#: than a persistent grid (:func:`kernel_portfolio.plans.persistent_programs`),
-#: so the partials stay small next to ``dy`` and ``h``. A first guess that the
-#: RMSNorm benchmarks will revisit.
+#: The backward's launch: its warps and its programs (hence float32 partial
+#: ``dweight`` rows) per SM, see :func:`_bwd_launch`. The narrow-row backward
+#: is latency-bound: with two programs per SM, 32768x1024 float16 reached 38% of
+#: copy, with eight 70% (``results/h200/checks/rms-bwd-ab-20261201T0620Z.log``).
+#: Up to ``BWD_LIGHT_ELEMS`` columns a thread, the backward takes at most 64
+#: registers a thread on sm_90 (``ptxas -v``), and ``BWD_WARPS_PER_SM`` warps
+#: reside per SM; more columns a thread take 109-113 registers, and only
+#: ``BWD_HEAVY_WARPS_PER_SM`` warps reside (more programs than reside would only
+#: add partial rows). Each SM gets at least ``BWD_PROGRAMS_PER_SM`` programs.
+BWD_LIGHT_ELEMS = 8
+BWD_WARPS_PER_SM = 32
+BWD_HEAVY_WARPS_PER_SM = 16
 BWD_PROGRAMS_PER_SM = 2
-#: Warps of a block-plan backward program, as a multiple of the plan's (at
-#: most 32). The backward holds four rows' worth of float32 values per thread
-#: (``dy``, ``h``, the weight and the partial ``dweight``): at 8192 columns and
-#: 16 warps that is 109 registers on sm_90, one program per SM; 32 warps take
-#: 64. ``scripts/rms_bwd_ab.py`` times both constants on a GPU.
-BWD_BLOCK_WARPS_SCALE = 1
+#: Fewest warps of a backward program: the forward's narrow rows take one or
+#: two (:func:`kernel_portfolio.plans.warps_for`), the backward holds four
+#: values a column and takes at least four.
+BWD_MIN_WARPS = 4
 #: Elements per tile of the ``dweight`` reduction, and its warps.
 REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
+
+
+def _bwd_launch(plan: plans.RowPlan, elem_bytes: int) -> tuple[int, int]:
+    """``(warps, programs per SM)`` of the backward kernel under ``plan``.
+
+    A block plan's backward takes the warps of its power-of-two block when the
+    row derives fewer (a row of 4104 float16 columns in an 8192 block: 16 warps
+    and 109 registers instead of 8 warps and 191), and at least
+    ``BWD_MIN_WARPS``. The programs per SM follow from the columns a thread
+    holds (module constants above).
+    """
+    warps = plan.num_warps
+    if plan.kind == "block":
+        warps = max(warps, plans.warps_for(plan.block, elem_bytes))
+    warps = max(BWD_MIN_WARPS, warps)
+    light = plan.block <= BWD_LIGHT_ELEMS * 32 * warps
+    per_sm = (BWD_WARPS_PER_SM if light else BWD_HEAVY_WARPS_PER_SM) // warps
+    return warps, max(BWD_PROGRAMS_PER_SM, per_sm)
 
 
 def _split(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
@@ -670,14 +694,12 @@ def _backward(
     chunks_per_split, n_split = _split(n_cols, plan)
     one_chunk = plan.kind != "split" and plan.block >= n_cols
     sms = plans.sm_count(h.device)
-    n_parts = min(n_rows, max(1, plans.cdiv(BWD_PROGRAMS_PER_SM * sms, n_split)))
+    warps, per_sm = _bwd_launch(plan, h.element_size())
+    n_parts = min(n_rows, max(1, plans.cdiv(per_sm * sms, n_split)))
     f32 = {"dtype": torch.float32, "device": h.device}
     dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
     vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
-    warps = plan.num_warps
-    if plan.kind == "block":
-        warps = min(32, warps * BWD_BLOCK_WARPS_SCALE)
     consts = {"HAS_WEIGHT": weight is not None, "BLOCK": plan.block, "VEC": vec, "num_warps": warps}
     with device_guard(h):
         if one_chunk:
