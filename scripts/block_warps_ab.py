@@ -16,7 +16,8 @@ twenty samples), each call with a cold L2 and a device spin ahead of its start
 event. Outputs are checked against torch. The last lines give, per width, the
 warp count with the lowest mean median time over the four operators against the
 shipped count. A diagnostic for the performance notes: the site quotes the
-benchmark results, never this. """
+benchmark results, never this.
+"""
 
 from __future__ import annotations
 
