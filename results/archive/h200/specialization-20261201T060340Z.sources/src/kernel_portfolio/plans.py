@@ -47,14 +47,6 @@ MAX_SPLITS = 256
 WARPS_PER_SM = 64
 #: Most programs of a one-dimensional CUDA grid.
 MAX_GRID = 2**31 - 1
-#: Grid of the block-plan forwards (softmax, RMSNorm with or without a
-#: residual, row sum): ``"persistent"``, the programs the SMs keep resident,
-#: each walking rows ``p, p + P, ...``; or ``"rows"``, one program per row,
-#: each started by the hardware as another ends. Liger-Kernel and
-#: torch.compile launch one program per row, and their forwards at 1024 and
-#: 8192 columns were faster than ours on the persistent grid in the 3f1960a
-#: suite; ``scripts/row_ab.py`` times both.
-BLOCK_FORWARD_GRID = "rows"
 #: SM count assumed for CPU tensors (the interpreter): the H200's, so plans
 #: chosen in CPU tests are the plans the H200 runs.
 CPU_SM_COUNT = 132
@@ -286,12 +278,15 @@ def persistent_programs(n_rows: int, plan: RowPlan, sm_count: int) -> int:
 def forward_programs(n_rows: int, plan: RowPlan, sm_count: int) -> int:
     """Programs to launch for a row forward with a block or looped plan.
 
-    One per row for a block plan while :data:`BLOCK_FORWARD_GRID` is
-    ``"rows"`` (at most :data:`MAX_GRID`; the kernels' row loop takes any
-    rest), else :func:`persistent_programs`. Backwards stay persistent: the
-    RMSNorm backward keeps one weight-gradient partial per program.
+    One per row for a block plan (at most :data:`MAX_GRID`; the kernels' row
+    loop takes any rest): the hardware starts a program as another retires.
+    An H200 A/B against a persistent grid
+    (``results/h200/checks/row-ab-20261201T0349Z.log``) put it 2.8% ahead on
+    the mean. Looped plans take :func:`persistent_programs`. Backwards stay
+    persistent: the RMSNorm backward keeps one weight-gradient partial per
+    program.
     """
-    if plan.kind == "block" and BLOCK_FORWARD_GRID == "rows":
+    if plan.kind == "block":
         return max(1, min(n_rows, MAX_GRID))
     return persistent_programs(n_rows, plan, sm_count)
 
