@@ -87,11 +87,17 @@ def _layout(t: torch.Tensor, col_major: bool) -> torch.Tensor:
     return t.t().contiguous().t() if col_major else t
 
 
-def _gemm_fn(path: str, config, a_col: bool, b_col: bool) -> Callable:
+def _gemm_fn(path: str, config, a_col: bool, b_col: bool, split_k: int | None = None) -> Callable:
     def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype, device=a.device)
         mm._launch_matmul(
-            _layout(a, a_col), _layout(b, b_col), out, allow_tf32=False, path=path, config=config
+            _layout(a, a_col),
+            _layout(b, b_col),
+            out,
+            allow_tf32=False,
+            path=path,
+            config=config,
+            split_k=split_k,
         )
         return out
 
@@ -137,6 +143,9 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
                 order = f"{'t' if a_col else 'n'}{'t' if b_col else 'n'}"
                 label = f"matmul {path} {_config_text(config)} {order} {dtype} fwd"
                 yield label, case, _gemm_fn(path, config, a_col, b_col)
+    # Split-K (the dB layout: A transposed): float32 partial tiles, then their sum.
+    case = Case("matmul", "fwd", (m, n, k), "bfloat16", "events", ("ours", "cublas"))
+    yield "matmul tma split-k 2 tn bfloat16 fwd", case, _gemm_fn("tma", None, True, False, 2)
 
 
 def main(argv: list[str] | None = None) -> int:

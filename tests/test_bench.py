@@ -545,8 +545,9 @@ def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
     assert sum(lab.startswith("matmul pointer ") and " nn " in lab for lab in labels) == len(
         sanitize_paths.mm.POINTER_CONFIGS
     )
-    for order in ("tn", "nt"):
-        assert sum(f" {order} " in lab for lab in labels) == 2
+    assert sum(" nt " in lab for lab in labels) == 2
+    assert sum(" tn " in lab for lab in labels) == 3  # and split-K, in the layout of dB
+    assert sum(lab.startswith("matmul tma split-k ") for lab in labels) == 1
     assert len(set(labels)) == len(labels)
 
 

@@ -164,6 +164,33 @@ def test_every_tma_config(config):
     assert_matches(out, reference.matmul(a, b), torch.bfloat16, tol=_tol(torch.bfloat16, k))
 
 
+@hopper_only
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+def test_split_k_real_size(dtype):
+    # The dB layout of a linear layer with a large batch: A transposed, 64
+    # output tiles of 128x128, so the launcher splits K (132 SMs: in two).
+    m, n, k = 1024, 1024, 16384
+    assert mm._split_k(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count) > 1
+    a, b = _operands(m, n, k, dtype, "cuda", a_t=True)
+    out = poison(torch.empty(m, n, dtype=dtype, device="cuda"))
+    mm._launch_matmul(a, b, out, allow_tf32=False)
+    assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
+
+
+SPLIT_K_CONFIGS = mm._fitting_configs(mm.TMA_CONFIGS, {}, SPLIT_K=2)
+SPLIT_K_IDS = [str(i) for i in range(len(SPLIT_K_CONFIGS))]
+
+
+@hopper_only
+@pytest.mark.parametrize("config", SPLIT_K_CONFIGS, ids=SPLIT_K_IDS)
+def test_every_split_k_config(config):
+    m, n, k = 1000, 1280, 776
+    a, b = _operands(m, n, k, torch.bfloat16, "cuda", a_t=True)
+    out = poison(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", config=config, split_k=2)
+    assert_matches(out, reference.matmul(a, b), torch.bfloat16, tol=_tol(torch.bfloat16, k))
+
+
 @pytest.mark.parametrize("path", ["tma", "pointer"])
 def test_exact_float16_case(path):
     if path == "tma" and not _is_hopper():

@@ -113,6 +113,36 @@ def test_tma_kernel(dtype, a_t, b_t, config, device):
     assert torch.isnan(guard).all(), "wrote past the end of the output"
 
 
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize(("a_t", "b_t"), LAYOUTS)
+@pytest.mark.parametrize("splits", [2, 3])
+def test_tma_kernel_split_k(dtype, a_t, b_t, splits, device):
+    # K = 136 is five 32-wide tiles (the last partial): runs of 3 and 2, or
+    # 2, 2 and 1; 40x72 leaves partial output tiles in each slice.
+    m, n, k = 40, 72, 136
+    a, b = _operands(m, n, k, dtype, device, a_t=a_t, b_t=b_t)
+    out, guard = _guarded_output(m, n, dtype, device)
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", split_k=splits)
+    assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
+    assert torch.isnan(guard).all(), "wrote past the end of the output"
+
+
+@pytest.mark.parametrize(
+    ("shape", "splits"),
+    [
+        ((1024, 1024, 65536), 2),  # dB of a linear layer with a large batch: 64 tiles
+        ((512, 512, 65536), 4),  # 16 tiles: at most SPLIT_K_MAX runs
+        ((512, 512, 8192), 2),  # runs of at least SPLIT_K_MIN_RUN
+        ((1024, 1024, 4096), 1),
+        ((4096, 4096, 4096), 1),
+        ((8192, 512, 8192), 1),  # dA of 8192x8192x512: 256 tiles
+        ((1100, 1024, 65536), 1),  # 72 tiles: two runs would not fit 132 SMs
+    ],
+)
+def test_split_k_rule(shape, splits):
+    assert mm._split_k(*shape, 132) == splits
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "config",
@@ -417,10 +447,12 @@ def test_errors(device):
 # --- Ahead-of-time compile of the Hopper path for sm_90 (no GPU needed) ---
 
 #: Compiles for sm_90 and prints one JSON line per compile (see
-#: ``run_compile_script``): every TMA config (float16, both operands
-#: row-major), one TMA config with both operands transposed (bfloat16), every
-#: pointer config (float16, row-major, sizes multiples of 16), and one pointer
-#: config for float32 with ``input_precision`` "ieee" and "tf32".
+#: ``run_compile_script``): every TMA config (float16, both operands row-
+#: major; and each one split-K keeps in bfloat16 with ``A`` transposed and
+#: ``K`` split in two, as for ``dB``), one TMA config with both operands
+#: transposed (bfloat16), every pointer config (float16, row-major, sizes
+#: multiples of 16), and one pointer config for float32 with
+#: ``input_precision`` "ieee" and "tf32".
 _AOT_SCRIPT = textwrap.dedent(
     """
     import json
@@ -436,15 +468,18 @@ _AOT_SCRIPT = textwrap.dedent(
     PTR_INTS = mm._POINTER_RUNTIME_ARGS
     PTR = dict(A_UNIT=1, B_UNIT=1, C_UNIT=1, WIDEN_OPERANDS=False)
 
-    def compile_one(job, kernel, ints, config, dtype, divisible=(), **constexprs):
+    def compile_one(job, kernel, ints, config, dtype, divisible=(), ws="", **constexprs):
         signature = {name: f"*{dtype}" for name in ("a_ptr", "b_ptr", "c_ptr")}
+        if ws:
+            signature["ws_ptr"] = ws
         signature.update({name: "i32" for name in ints})
         constexprs = {**config.kwargs, **constexprs}
         signature.update({name: "constexpr" for name in constexprs})
         # Pointers 16-byte aligned, and the named sizes multiples of 16, as
         # Triton specialises them at launch.
         attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]]
-                 for name in ("a_ptr", "b_ptr", "c_ptr", *divisible)}
+                 for name in ("a_ptr", "b_ptr", "c_ptr", "ws_ptr", *divisible)
+                 if name in kernel.arg_names}
         compiled = triton.compile(
             ASTSource(kernel, signature, constexprs, attrs),
             target=GPUTarget("cuda", 90, 32),
@@ -464,9 +499,12 @@ _AOT_SCRIPT = textwrap.dedent(
     tma = dict(NUM_SMS=132, WIDEN_OPERANDS=False)
     for i, config in enumerate(mm.TMA_CONFIGS):
         compile_one({"job": "tma", "index": i}, mm._matmul_tma_kernel, TMA_INTS, config, "fp16",
-                    A_COL_MAJOR=False, B_COL_MAJOR=False, **tma)
+                    ws="*fp16", A_COL_MAJOR=False, B_COL_MAJOR=False, SPLIT_K=1, **tma)
+    for i, config in enumerate(mm._fitting_configs(mm.TMA_CONFIGS, {}, SPLIT_K=2)):
+        compile_one({"job": "tma-split-k", "index": i}, mm._matmul_tma_kernel, TMA_INTS, config,
+                    "bf16", ws="*fp32", A_COL_MAJOR=True, B_COL_MAJOR=False, SPLIT_K=2, **tma)
     compile_one({"job": "tma-transposed"}, mm._matmul_tma_kernel, TMA_INTS, mm.TMA_CONFIGS[0],
-                "bf16", A_COL_MAJOR=True, B_COL_MAJOR=True, **tma)
+                "bf16", ws="*bf16", A_COL_MAJOR=True, B_COL_MAJOR=True, SPLIT_K=1, **tma)
     for i, config in enumerate(mm.POINTER_CONFIGS):
         compile_one({"job": "pointer", "index": i}, mm._matmul_kernel, PTR_INTS, config, "fp16",
                     INPUT_PRECISION="ieee", VEC=8, **PTR)
@@ -503,8 +541,10 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
     for r in run_compile_script(_AOT_SCRIPT, tmp_path):
         results.setdefault(r["job"], []).append(r)
     assert len(results["tma"]) == len(mm.TMA_CONFIGS)
+    # Split-K keeps every config but the warp-specialised 128x256 tile.
+    assert len(results["tma-split-k"]) == len(mm.TMA_CONFIGS) - 1
     assert len(results["pointer"]) == len(mm.POINTER_CONFIGS)
-    for r in results["tma"] + results["tma-transposed"]:
+    for r in results["tma"] + results["tma-split-k"] + results["tma-transposed"]:
         assert r["cubin"] > 0 and r["shared"] <= HOPPER_MAX_SHARED, r
         assert r["counts"]["wgmma"] > 0 and r["counts"]["cp.async.bulk.tensor"] > 0, r
         # Warp specialisation adds a producer group: 4 + 2 x 4 warps.

@@ -23,7 +23,10 @@ Two kernels, chosen by the launcher:
   operand is described in its own memory layout and its tile transposed in
   shared memory, so ``a.T`` and ``b.T`` views are read in place. Needs every
   matrix to have one unit stride, the other stride a multiple of 16 bytes,
-  and a 16-byte aligned start.
+  and a 16-byte aligned start. A product with too few output tiles to fill
+  the SMs and a long ``K`` (:func:`_split_k`) splits ``K`` into runs: the
+  programs write float32 partial tiles to a workspace and
+  ``_split_k_reduce_kernel`` adds them in a fixed order and rounds once.
 * ``_matmul_kernel``: a plain tiled kernel reading through pointers and
   strides (any strides, zero strides included), grouped the same way. It runs
   under the Triton interpreter, on non-Hopper GPUs, for float32, and for
@@ -239,6 +242,7 @@ def _matmul_tma_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
+    ws_ptr,
     M,
     N,
     K,
@@ -258,6 +262,7 @@ def _matmul_tma_kernel(
     WARP_SPECIALIZE: tl.constexpr,
     EPILOGUE_SPLIT: tl.constexpr,
     WIDEN_OPERANDS: tl.constexpr,
+    SPLIT_K: tl.constexpr,
 ):
     """Persistent GEMM through tensor descriptors (Hopper's copy engine).
 
@@ -271,6 +276,12 @@ def _matmul_tma_kernel(
     ``EPILOGUE_SPLIT`` stores the tile in that many column slices, which
     needs less shared memory for the epilogue and leaves more for stages.
     ``WIDEN_OPERANDS``: see ``_widen_operands``.
+
+    ``SPLIT_K`` above 1 splits ``K`` into that many runs of whole ``BLOCK_K``
+    tiles: the programs walk ``SPLIT_K x`` the output tiles (run ``s`` of every
+    tile before run ``s + 1``), and each stores its float32 partial tile in
+    slice ``s`` of ``ws_ptr`` (``SPLIT_K`` row-major ``M x N`` slices) instead
+    of ``C``; :func:`_split_k_reduce_kernel` sums the slices into ``C``.
     """
     if A_COL_MAJOR:
         a_desc = tl.make_tensor_descriptor(
@@ -297,22 +308,30 @@ def _matmul_tma_kernel(
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BLOCK_K)
+    k_run = tl.cdiv(k_tiles, SPLIT_K)  # BLOCK_K tiles in a run of K
     # The epilogue recomputes its tile from a counter of its own: sharing
     # pid_m/pid_n between the loads and the store would tie the prologue of
     # the next tile to the epilogue of this one once the loops are fused.
-    epilogue_tile = tl.program_id(0) - NUM_SMS
-    for tile_id in tl.range(
+    epilogue_item = tl.program_id(0) - NUM_SMS
+    for item in tl.range(
         tl.program_id(0),
-        num_tiles,
+        num_tiles * SPLIT_K,
         NUM_SMS,
         flatten=FLATTEN,
         warp_specialize=WARP_SPECIALIZE,
     ):
-        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        tile = item
+        k_first = 0
+        k_end = k_tiles
+        if SPLIT_K > 1:
+            tile = item % num_tiles
+            k_first = item // num_tiles * k_run
+            k_end = min(k_first + k_run, k_tiles)
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):
+        for ki in range(k_first, k_end):
             off_k = ki * BLOCK_K
             # A transposed operand's tile arrives in its memory layout and is
             # transposed in shared memory, where wgmma reads either order.
@@ -323,17 +342,42 @@ def _matmul_tma_kernel(
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc)
 
-        epilogue_tile += NUM_SMS
-        pid_m, pid_n = _tile_coords(epilogue_tile, num_pid_m, num_pid_n, GROUP_M)
+        epilogue_item += NUM_SMS
+        tile = epilogue_item
+        if SPLIT_K > 1:
+            tile = epilogue_item % num_tiles
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        if EPILOGUE_SPLIT == 2:
+        if SPLIT_K > 1:
+            rm = off_m + tl.arange(0, BLOCK_M)
+            rn = off_n + tl.arange(0, BLOCK_N)
+            slice_start = (epilogue_item // num_tiles).to(tl.int64) * M * N
+            offsets = slice_start + rm[:, None].to(tl.int64) * N + rn[None, :]
+            tl.store(ws_ptr + offsets, acc, mask=(rm < M)[:, None] & (rn < N)[None, :])
+        elif EPILOGUE_SPLIT == 2:
             halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, SUB_N)), (0, 2, 1))
             left, right = tl.split(halves)
             c_desc.store([off_m, off_n], left.to(c_ptr.dtype.element_ty))
             c_desc.store([off_m, off_n + SUB_N], right.to(c_ptr.dtype.element_ty))
         else:
             c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+
+
+@triton.jit(do_not_specialize=["M", "N", "stride_c"])
+def _split_k_reduce_kernel(
+    ws_ptr, c_ptr, M, N, stride_c, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr
+):
+    """``C = sum of the SPLIT_K float32 slices of ws_ptr``, added in order and rounded once."""
+    n_elems = M.to(tl.int64) * N
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elems
+    acc = tl.load(ws_ptr + offsets, mask=mask, other=0.0)
+    for s in tl.static_range(1, SPLIT_K):
+        acc += tl.load(ws_ptr + s * n_elems + offsets, mask=mask, other=0.0)
+    row = offsets // N
+    c = c_ptr + row * stride_c + (offsets - row * N)
+    tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 # ---------------------------------------------------------------------------
@@ -444,9 +488,42 @@ _matmul_tuned = triton.autotune(
     configs=POINTER_CONFIGS,
     key=[*_TUNING_KEY, "INPUT_PRECISION", "A_UNIT", "B_UNIT", "C_UNIT", "VEC"],
 )(_matmul_kernel)
+
+
+def _fitting_configs(
+    configs: list[triton.Config], named_args: dict, **kwargs
+) -> list[triton.Config]:
+    """The Hopper configs that fit an SM's shared memory at this launch's ``SPLIT_K``.
+
+    A split-K launch stores float32 partial tiles through pointers; a
+    warp-specialised program stages that tile in shared memory, which a
+    128x256 tile does not fit beside its three stages (272 KiB by the
+    ahead-of-time compile in the tests, over the H200's 227 KiB). The autotuner's
+    ``early_config_prune``: it passes the launch's keyword arguments.
+    """
+    if kwargs.get("SPLIT_K", 1) == 1:
+        return configs
+    return [
+        c
+        for c in configs
+        if not (
+            c.kwargs["WARP_SPECIALIZE"] and c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] > 128 * 128
+        )
+    ]
+
+
 _matmul_tma_tuned = triton.autotune(
-    configs=TMA_CONFIGS, key=[*_TUNING_KEY, "A_COL_MAJOR", "B_COL_MAJOR"]
+    configs=TMA_CONFIGS,
+    key=[*_TUNING_KEY, "A_COL_MAJOR", "B_COL_MAJOR", "SPLIT_K"],
+    prune_configs_by={"early_config_prune": _fitting_configs},
 )(_matmul_tma_kernel)
+
+#: Split-K on the Hopper path (:func:`_split_k`): most runs of ``K``, the
+#: shortest run worth splitting off, and the elements a program of the
+#: reduction sums.
+SPLIT_K_MAX = 4
+SPLIT_K_MIN_RUN = 4096
+SPLIT_K_REDUCE_BLOCK = 1024
 
 #: Streaming multiprocessors assumed under the interpreter: an odd count, so
 #: the persistent tile loop's stride is exercised on the CPU too.
@@ -474,6 +551,26 @@ def _sm_count(index: int) -> int:
 def _compute_major(index: int) -> int:
     """The major compute capability of CUDA device ``index`` (asked once per device)."""
     return torch.cuda.get_device_capability(index)[0]
+
+
+def _split_k(M, N, K, num_sms: int) -> int:
+    """Runs of ``K`` for the Hopper path: 1, or a power of two up to ``SPLIT_K_MAX``.
+
+    A product with fewer 128x128 output tiles than half the SMs leaves SMs
+    idle for its whole ``K`` loop: the ``dB`` of a linear layer with a large
+    batch (``1024 x 1024`` from ``K = 65536``: 64 tiles for 132 SMs) ran at
+    0.65-0.67x of cuBLAS (``results/h200/checks/gemm-tune-20261201T0416Z.log``).
+    Splitting ``K`` doubles the work items while they still fit the SMs and
+    each run keeps at least ``SPLIT_K_MIN_RUN`` of ``K``. The float32 partial
+    tiles cost ``splits * M * N * 4`` bytes of workspace, written and read once.
+    """
+    tiles = plans.cdiv(M, 128) * plans.cdiv(N, 128)
+    splits = 1
+    while (
+        splits < SPLIT_K_MAX and 2 * splits * tiles <= num_sms and 2 * splits * SPLIT_K_MIN_RUN <= K
+    ):
+        splits *= 2
+    return splits
 
 
 def _widen_operands(dtype: torch.dtype, interpreter: bool) -> bool:
@@ -553,6 +650,7 @@ def _launch_matmul(
     allow_tf32: bool,
     path: str = "auto",
     config: triton.Config | None = None,
+    split_k: int | None = None,
 ) -> None:
     """Write ``a @ b`` into ``out`` (shape ``(M, N)``, any strides for the pointer path).
 
@@ -566,6 +664,8 @@ def _launch_matmul(
             script force paths.
         config: A fixed ``triton.Config`` instead of autotuning (tuning
             script, tests); under the interpreter a small default is used.
+        split_k: Runs of ``K`` on the Hopper path instead of :func:`_split_k`'s
+            (tests).
 
     Raises:
         ValueError: ``path="tma"`` for operands the copy engine cannot
@@ -624,12 +724,17 @@ def _launch_matmul(
     num_sms = _INTERPRETER_SMS if interpreter else _sm_count(torch.cuda.current_device())
     kernel = _matmul_tma_tuned if config is None else _matmul_tma_kernel
     extra = {} if config is None else _fixed_config_kwargs(config)
+    splits = _split_k(M, N, K, num_sms) if split_k is None else split_k
+    ws = out
+    if splits > 1:
+        ws = torch.empty((splits, M, N), dtype=torch.float32, device=out.device)
     # A program that finds no tile exits at once, so the grid is simply one
     # program per multiprocessor: no size-dependent grid, nothing to guard.
     launchable(kernel)[(num_sms,)](
         a,
         b,
         out,
+        ws,
         M,
         N,
         K,
@@ -641,8 +746,13 @@ def _launch_matmul(
         B_COL_MAJOR=b_col,
         NUM_SMS=num_sms,
         WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
+        SPLIT_K=splits,
         **extra,
     )
+    if splits > 1:
+        launchable(_split_k_reduce_kernel)[(plans.cdiv(M * N, SPLIT_K_REDUCE_BLOCK),)](
+            ws, out, M, N, stride_c, SPLIT_K=splits, BLOCK=SPLIT_K_REDUCE_BLOCK, num_warps=4
+        )
 
 
 # ---------------------------------------------------------------------------
