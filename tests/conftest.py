@@ -77,3 +77,17 @@ def device() -> str:
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Block pieces (``plans.block_pieces``) for rows the interpreter can run.
+
+    The shipped rule holds only wide rows just past a power of two as two
+    pieces; this one takes any block and a tail of up to a quarter of it, so
+    1100 columns run as 1024 + 128 and 129 as 128 + 1.
+    """
+    from kernel_portfolio import plan_rule  # after TRITON_INTERPRET is set, above
+
+    monkeypatch.setattr(plan_rule, "PIECE_MIN_BLOCK", 1)
+    monkeypatch.setattr(plan_rule, "PIECE_TAIL_DIVISOR", 4)

@@ -70,6 +70,29 @@ def views_past_2_31(device, dtype: torch.dtype = torch.float16):
     return rows, cols
 
 
+def record_launches(monkeypatch, module) -> list[tuple[str, tuple, dict]]:
+    """Record every kernel launch of ``module`` (an ``ops`` module), then run it.
+
+    Replaces the module's ``launchable``; returns the list that each launch
+    appends ``(kernel name, grid, keyword arguments)`` to.
+    """
+    launches, launchable = [], module.launchable
+
+    class Recording:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launches.append((self.kernel.fn.__name__, tuple(grid), kwargs))
+                return launchable(self.kernel)[grid](*args, **kwargs)
+
+            return launch
+
+    monkeypatch.setattr(module, "launchable", Recording)
+    return launches
+
+
 _COMPILE_FOR_SM90 = r"""
 import importlib, json, re, subprocess, sys, tempfile
 import triton
@@ -86,7 +109,8 @@ for spec in json.loads(sys.argv[1]):
         if a in fn.arg_names
     }
     signature = {n: spec["signature"].get(n, "constexpr") for n in fn.arg_names}
-    source = ASTSource(fn=fn, signature=signature, constexprs=spec["constexprs"], attrs=attrs)
+    consts = {n: v for n, v in spec["constexprs"].items() if n in fn.arg_names}
+    source = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
     options = {k: spec[k] for k in ("num_warps", "num_stages") if k in spec}
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
     ops = set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx))
@@ -111,7 +135,8 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     arguments (``{"x_ptr": "*fp16", "n_cols": "i32"}``), its ``constexprs``,
     the pointers Triton may take as 16-byte ``aligned`` (as it does for fresh
     torch tensors), ``num_warps`` and optionally ``num_stages``; names the
-    kernel lacks are ignored. The compiles run in a child process without
+    kernel lacks (in the signature, the constexprs and ``aligned``) are
+    ignored. The compiles run in a child process without
     ``TRITON_INTERPRET``, using the ptxas bundled with triton; no GPU.
     Returns, per spec, the distinct PTX opcodes such as ``ld.global.v4.b32``,
     and ``cp.async.<bytes>`` for each size of asynchronous global-to-shared

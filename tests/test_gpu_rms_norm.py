@@ -31,12 +31,15 @@ pytestmark = pytest.mark.gpu
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
-# Real sizes: a square 4096 matrix on auto (block), a 2048 x 8192 matrix on
+# Real sizes: a square 4096 matrix on auto (block), rows just past a power of
+# two (block pieces, plans.block_pieces), a 2048 x 8192 matrix on
 # every forced plan (looped: two 4096-chunks; split: 2048 rows leave one
 # program per row), few very wide rows (auto: split) and many wide rows
 # (auto: looped, 2^17 columns is past the block limit in every dtype).
 REAL_CASES = [
     ("auto", (4096, 4096)),
+    ("auto", (1024, 4104)),  # block pieces 4096 + 8
+    ("block", (512, 5000)),  # block pieces 4096 + 1024
     ("block", (2048, 8192)),
     ("looped", (2048, 8192)),
     ("split", (2048, 8192)),

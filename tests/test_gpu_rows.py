@@ -29,7 +29,8 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SHAPES = [
     ((1823, 781), "odd sizes"),
     ((8192, 1024), "more rows than the persistent grid's programs"),
-    ((512, 4104), "width 8 * 513: 16-byte loads without Triton's 16-divisibility"),
+    ((512, 4104), "width 8 * 513: 16-byte loads without Triton's 16-divisibility; pieces"),
+    ((300, 5000), "block pieces 4096 + 1024"),
     ((256, 32769), "just past a power of two, looped when auto"),
     ((4, 32769), "few wide rows: split when auto"),
     ((64, 131072), "the 64 x 131072 benchmark shape"),

@@ -77,6 +77,46 @@ def test_block_warps_follow_the_row_not_its_power_of_two_block(n_cols, elem_byte
     assert plan.block >= n_cols
 
 
+@pytest.mark.parametrize(
+    ("n_cols", "block", "pieces"),
+    [
+        (4104, 8192, (4096, 8)),  # just past a power of two: a main block and a tail
+        (4097, 8192, (4096, 1)),
+        (5120, 8192, (4096, 1024)),
+        (6144, 8192, (4096, 2048)),  # a tail of a quarter of the block: still two pieces
+        (6145, 8192, (8192, 0)),  # more: one block
+        (4096, 4096, (4096, 0)),  # a full block
+        (65, 128, (64, 1)),
+        (3, 4, (2, 1)),
+        (1, 1, (1, 0)),
+        (4104, 16384, (16384, 0)),  # a forced wider block stays one piece
+    ],
+)
+@pytest.mark.usefixtures("small_pieces")  # any block, a tail up to a quarter of it
+def test_block_pieces_cover_the_row_with_a_main_block_and_a_small_tail(n_cols, block, pieces):
+    assert plans.block_pieces(n_cols, block) == pieces
+    main, tail = pieces
+    assert main + tail >= n_cols and main & (main - 1) == 0 and tail & (tail - 1) == 0
+    assert tail == 0 or (main < n_cols and 4 * tail <= block)
+
+
+@pytest.mark.parametrize(
+    ("min_block", "divisor", "n_cols", "block", "pieces"),
+    [
+        (2048, 32, 4104, 8192, (4096, 8)),
+        (2048, 32, 4352, 8192, (4096, 256)),  # a tail of 1/32 of the block
+        (2048, 32, 4353, 8192, (8192, 0)),  # more
+        (2048, 32, 1032, 2048, (1024, 8)),
+        (4096, 32, 1032, 2048, (2048, 0)),  # a block under PIECE_MIN_BLOCK
+        (2048, 0, 4104, 8192, (8192, 0)),  # a divisor of 0: never
+    ],
+)
+def test_block_pieces_follow_plan_rule(min_block, divisor, n_cols, block, pieces, monkeypatch):
+    monkeypatch.setattr(plan_rule, "PIECE_MIN_BLOCK", min_block)
+    monkeypatch.setattr(plan_rule, "PIECE_TAIL_DIVISOR", divisor)
+    assert plans.block_pieces(n_cols, block) == pieces
+
+
 def test_plan_of_a_given_width_does_not_depend_on_row_count():
     """Block and looped plans (the kernels' constexprs) are the same for every batch size."""
     for n_cols, elem_bytes, sms in itertools.product(WIDTHS, ELEM_BYTES, SM_COUNTS):

@@ -14,7 +14,7 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from kp_testing import assert_matches, global_memory_ops, views_past_2_31
+from kp_testing import assert_matches, global_memory_ops, record_launches, views_past_2_31
 from test_routes import _PassThrough
 from torch.library import opcheck
 
@@ -194,6 +194,20 @@ def test_every_plan_without_weight(plan, shape, op, device):
     check_op(op, *make_inputs(op, shape, torch.float16, device, with_weight=False), plan=plan)
 
 
+@pytest.mark.usefixtures("small_pieces")
+@pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no weight"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(("n_cols", "pieces"), [(1100, (1024, 128)), (129, (128, 1))])
+def test_block_pieces_match_reference(n_cols, pieces, dtype, op, with_weight, device, monkeypatch):
+    """Rows held as a main block and a tail (the masked tail too), forward and backward."""
+    launches = record_launches(monkeypatch, rms_mod)
+    inputs = make_inputs(op, (5, n_cols), dtype, device, with_weight=with_weight)
+    check_op(op, *inputs, plan="block")
+    launched = {name: (kw["BLOCK"], kw["TAIL"]) for name, _, kw in launches if "TAIL" in kw}
+    assert launched == {"_fwd_kernel": pieces, "_bwd_kernel": pieces}
+
+
 @pytest.mark.parametrize("max_grid", [plans.MAX_GRID, 5])
 @pytest.mark.parametrize("op", OPS)
 def test_programs_walk_every_row(max_grid, op, device, monkeypatch):
@@ -212,47 +226,43 @@ def test_programs_walk_every_row(max_grid, op, device, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("plan", "elem_bytes", "launch"),
+    ("plan", "n_cols", "elem_bytes", "launch"),
     [
-        (RowPlan("block", 1024, 2), 2, (4, 8)),  # 8 columns a thread: 8 programs per SM
-        (RowPlan("block", 1024, 4), 4, (4, 8)),
-        (RowPlan("block", 512, 1), 2, (4, 8)),
-        (RowPlan("block", 2048, 4), 2, (4, 4)),  # 16 a thread: 16 warps per SM
-        (RowPlan("block", 4096, 8), 2, (8, 2)),
-        (RowPlan("block", 8192, 8), 2, (16, 2)),  # 4104 columns: the warps of the block
-        (RowPlan("block", 8192, 16), 2, (16, 2)),  # one program's worth, at least two
-        (RowPlan("block", 8192, 32), 2, (32, 2)),  # a forced plan keeps its warps
-        (RowPlan("looped", 8192, 8), 2, (8, 2)),  # the looped plan keeps its warps
-        (RowPlan("split", 4096, 16, 8), 2, (16, 2)),
+        (RowPlan("block", 1024, 2), 1024, 2, (4, 8)),  # 8 columns a thread: 8 programs per SM
+        (RowPlan("block", 1024, 4), 1024, 4, (4, 8)),
+        (RowPlan("block", 512, 1), 512, 2, (4, 8)),
+        (RowPlan("block", 2048, 4), 2048, 2, (4, 4)),  # 16 a thread: 16 warps per SM
+        (RowPlan("block", 4096, 8), 4096, 2, (8, 2)),
+        (RowPlan("block", 8192, 8), 4104, 2, (8, 2)),  # pieces 4096 + 8: the warps of 4096
+        (RowPlan("block", 8192, 8), 7000, 2, (16, 2)),  # one block: the warps of the block
+        (RowPlan("block", 8192, 16), 8192, 2, (16, 2)),  # one program's worth, at least two
+        (RowPlan("block", 8192, 32), 8192, 2, (32, 2)),  # a forced plan keeps its warps
+        (RowPlan("looped", 8192, 8), 20000, 2, (8, 2)),  # the looped plan keeps its warps
+        (RowPlan("split", 4096, 16, 8), 100000, 2, (16, 2)),
     ],
     ids=str,
 )
-def test_backward_launch_follows_the_columns_a_thread_holds(plan, elem_bytes, launch):
-    assert rms_mod._bwd_launch(plan, elem_bytes) == launch
+@pytest.mark.usefixtures("small_pieces")
+def test_backward_launch_follows_the_columns_a_thread_holds(plan, n_cols, elem_bytes, launch):
+    assert rms_mod._bwd_launch(plan, n_cols, elem_bytes) == launch
 
 
-@pytest.mark.parametrize(("n_cols", "launch"), [(1024, (4, 8)), (2048, (4, 4)), (4104, (16, 2))])
+@pytest.mark.parametrize(
+    ("n_cols", "launch"),
+    [(1024, (4, 8, 1024, 0)), (2048, (4, 4, 2048, 0)), (4104, (8, 2, 4096, 8))],
+)
+@pytest.mark.usefixtures("small_pieces")
 def test_backward_launches_by_its_rule(n_cols, launch, device, monkeypatch):
-    """The backward kernel runs with ``_bwd_launch``'s warps, and its programs per SM."""
-    launches = []
-    launchable = rms_mod.launchable
-
-    class RecordingLaunch:
-        def __init__(self, kernel):
-            self.kernel = kernel
-
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                if self.kernel is rms_mod._bwd_kernel:
-                    launches.append((kwargs["num_warps"], grid[0]))
-                return launchable(self.kernel)[grid](*args, **kwargs)
-
-            return launch
-
+    """The backward kernel runs with ``_bwd_launch``'s warps and programs per SM, and a
+    row just past a power of two as the pieces of ``plans.block_pieces`` (the forward too)."""
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
-    monkeypatch.setattr(rms_mod, "launchable", RecordingLaunch)
+    launches = record_launches(monkeypatch, rms_mod)
     check_op("rms_norm", *make_inputs("rms_norm", (37, n_cols), torch.float16, device))
-    assert launches == [launch]
+    kernels = {name: (grid, kwargs) for name, grid, kwargs in launches}
+    grid, kwargs = kernels["_bwd_kernel"]
+    assert (kwargs["num_warps"], grid[0], kwargs["BLOCK"], kwargs["TAIL"]) == launch
+    _, kwargs = kernels["_fwd_kernel"]
+    assert (kwargs["BLOCK"], kwargs["TAIL"]) == launch[2:]
 
 
 @pytest.mark.parametrize(
@@ -269,7 +279,7 @@ def test_backward_registers_match_the_launch_rule(n_cols, warps, dtype, light):
     pointers = ("dy_ptr", "h_ptr", "w_ptr", "dh_ptr", "dx_ptr", "dx2_ptr")
     runtime |= {name: f"*{dtype}" for name in pointers}
     consts = {"stride_dyn": 1, "stride_hn": 1, "stride_dhn": 1, "HAS_WEIGHT": True}
-    consts |= {"HAS_DH": False, "TWO_DX": False, "BLOCK": n_cols, "ONE_CHUNK": True}
+    consts |= {"HAS_DH": False, "TWO_DX": False, "BLOCK": n_cols, "TAIL": 0, "ONE_CHUNK": True}
     consts |= {"VEC": 8 if dtype == "fp16" else 4, "MAX_PARTIALS": plans.MAX_SPLITS}
     (ops,) = global_memory_ops(
         [
@@ -577,7 +587,7 @@ def test_block_plan_rows_load_16_bytes_in_40_registers(has_residual):
     runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
     runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
     consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
-    consts |= {"STORE_RSTD": False, "BLOCK": 8192, "ONE_CHUNK": True, "VEC": 8}
+    consts |= {"STORE_RSTD": False, "BLOCK": 8192, "TAIL": 0, "ONE_CHUNK": True, "VEC": 8}
     (ops,) = global_memory_ops(
         [
             {

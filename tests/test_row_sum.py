@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kp_testing import assert_matches, global_memory_ops, poison, views_past_2_31
+from kp_testing import (
+    assert_matches,
+    global_memory_ops,
+    poison,
+    record_launches,
+    views_past_2_31,
+)
 from torch.library import opcheck
 
 import kernel_portfolio as kp
 from kernel_portfolio import plans, reference
+from kernel_portfolio.ops import row_sum as row_sum_mod
 from kernel_portfolio.ops.row_sum import _launch_row_sum
 
 pytestmark = pytest.mark.interpreter
@@ -154,6 +161,19 @@ def test_offsets_past_2_31_are_int64(device):
     )
 
 
+@pytest.mark.usefixtures("small_pieces")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("n_cols", "pieces"), [(1100, (1024, 128)), (129, (128, 1))])
+def test_block_pieces_match_reference(n_cols, pieces, dtype, device, monkeypatch):
+    """Rows held as a main block and a tail (the masked tail too)."""
+    launches = record_launches(monkeypatch, row_sum_mod)
+    x = torch.randn(5, n_cols, device=device).to(dtype)
+    assert_matches(_row_sum(x, "block"), reference.row_sum(x), dtype)
+    assert [(name, (kw["BLOCK"], kw["TAIL"])) for name, _, kw in launches] == [
+        ("_block_kernel", pieces)
+    ]
+
+
 def test_contiguous_rows_compile_to_16_byte_loads():
     """Every row load of every plan is a 16-byte vector on sm_90 (float16 rows).
 
@@ -172,7 +192,7 @@ def test_contiguous_rows_compile_to_16_byte_loads():
             {
                 **spec,
                 "module": "kernel_portfolio.ops.row_sum",
-                "constexprs": {"BLOCK": 4096, "VEC": 8, "stride_xn": 1},
+                "constexprs": {"BLOCK": 4096, "TAIL": 0, "VEC": 8, "stride_xn": 1},
                 "aligned": ["x_ptr", "out_ptr", "partial_ptr"],
                 "num_warps": 8,
             }

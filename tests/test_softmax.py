@@ -16,11 +16,19 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kp_testing import REL_TOL, assert_matches, global_memory_ops, poison, views_past_2_31
+from kp_testing import (
+    REL_TOL,
+    assert_matches,
+    global_memory_ops,
+    poison,
+    record_launches,
+    views_past_2_31,
+)
 from torch.library import opcheck
 
 import kernel_portfolio as kp
 from kernel_portfolio import plans, reference
+from kernel_portfolio.ops import softmax as softmax_mod
 from kernel_portfolio.ops.softmax import _launch_backward, _launch_forward
 
 pytestmark = pytest.mark.interpreter
@@ -240,7 +248,7 @@ def test_contiguous_rows_compile_to_16_byte_accesses():
     """
     rows = {"n_rows": "i32", "n_cols": "i32"}
     split = {"n_cols": "i32", "chunks_per_split": "i32"}
-    fp16 = {"BLOCK": 4096, "VEC": 8}
+    fp16 = {"BLOCK": 4096, "TAIL": 0, "VEC": 8}
     specs = [
         ("_fwd_block_kernel", {**rows, "stride_xm": "i32", "stride_ym": "i32"}, {"stride_xn": 1}),
         ("_fwd_looped_kernel", {**rows, "stride_xm": "i32", "stride_ym": "i32"}, {"stride_xn": 1}),
@@ -292,6 +300,53 @@ def test_contiguous_rows_compile_to_16_byte_accesses():
         assert not any(op.endswith(".b16") for op in ops), (name, ops)
         if "stats" not in name and "dot" not in name:
             assert "st.global.v4.b32" in ops, (name, ops)
+
+
+@pytest.mark.usefixtures("small_pieces")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("n_cols", "pieces"), [(1100, (1024, 128)), (129, (128, 1))])
+def test_block_pieces_match_reference(n_cols, pieces, dtype, device, monkeypatch):
+    """Rows held as a main block and a tail (the masked tail too), forward and backward."""
+    launches = record_launches(monkeypatch, softmax_mod)
+    x = _masked((5, n_cols), dtype, device)
+    y = _forward(x, "block")
+    assert_matches(y, reference.softmax(x), dtype)
+    dy = _upstream(x.shape, dtype, device)
+    dx = poison(torch.empty_like(y))
+    _launch_backward(y, dy, dx, _plan("block", x))
+    assert_matches(dx, reference.softmax_backward(y, dy), dtype, "dx")
+    launched = [(name, (kw["BLOCK"], kw["TAIL"])) for name, _, kw in launches]
+    assert launched == [("_fwd_block_kernel", pieces), ("_bwd_block_kernel", pieces)]
+
+
+def test_block_pieces_take_fewer_registers_than_one_block():
+    """The premise of ``plans.block_pieces`` on sm_90: 4104 float16 columns at 8 warps
+    take under 70% of the registers as 4096 + 8 that they take in one 8192 block, with
+    the main block's accesses still 16 bytes wide."""
+    rows = {"n_rows": "i32", "n_cols": "i32", "x_ptr": "*fp16", "y_ptr": "*fp16"}
+    rows |= {"dy_ptr": "*fp16", "dx_ptr": "*fp16"}
+    fwd = {**rows, "stride_xm": "i32", "stride_ym": "i32"}
+    bwd = {**rows, "stride_ym": "i32", "stride_dym": "i32", "stride_dxm": "i32"}
+    unit = {"stride_xn": 1, "stride_yn": 1, "stride_dyn": 1, "VEC": 8}
+    specs = [
+        {
+            "module": "kernel_portfolio.ops.softmax",
+            "kernel": kernel,
+            "signature": signature,
+            "constexprs": {**unit, "BLOCK": block, "TAIL": tail},
+            "aligned": ["x_ptr", "y_ptr", "dy_ptr", "dx_ptr"],
+            "num_warps": 8,
+            "registers": True,
+        }
+        for kernel, signature in (("_fwd_block_kernel", fwd), ("_bwd_block_kernel", bwd))
+        for block, tail in ((8192, 0), (4096, 8))
+    ]
+    compiled = global_memory_ops(specs)
+    registers = [
+        next(int(op[10:]) for op in ops if op.startswith("registers.")) for ops in compiled
+    ]
+    assert registers[1] < 0.7 * registers[0] and registers[3] < 0.7 * registers[2], registers
+    assert all("ld.global.v4.b32" in ops and "st.global.v4.b32" in ops for ops in compiled)
 
 
 def test_custom_op_schema_and_autograd_registration(device):

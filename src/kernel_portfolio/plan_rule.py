@@ -33,6 +33,14 @@ SPLIT_WARPS: int | None = 16
 #: 16384 half-precision elements.
 MAX_BLOCK_BYTES = 32 * 1024
 BLOCK_WARPS: int | None = None
+#: A ``block`` plan holds a row just past a power of two as a main block and a
+#: small tail (:func:`kernel_portfolio.plans.block_pieces`) when its block has
+#: at least ``PIECE_MIN_BLOCK`` columns and the tail is at most
+#: ``1 / PIECE_TAIL_DIVISOR`` of the block (0: never). Not fitted by the
+#: chunk-rules sweep (its widths are powers of two or wider than a block):
+#: ``scripts/block_pieces_ab.py`` measures it.
+PIECE_MIN_BLOCK = 2048
+PIECE_TAIL_DIVISOR = 32
 #: Else ``looped``: rows of at most ``NARROW_MAX_BYTES`` take the narrow chunk
 #: and warps, wider rows the wide ones (0: every row is wide).
 NARROW_MAX_BYTES = 32769 * 2

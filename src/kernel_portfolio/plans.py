@@ -86,6 +86,30 @@ class RowPlan:
             raise ValueError(f"plan splits must be 1 for a {self.kind!r} plan, got {self.splits}")
 
 
+def block_pieces(n_cols: int, block: int) -> tuple[int, int]:
+    """``(main, tail)``: the widths a block plan's kernel covers a row with.
+
+    A row just past a power of two (4104 columns) has a power-of-two block
+    twice its width (8192): half the lanes would load nothing, and the
+    registers they hold limit how many rows an SM keeps in flight. Such a row
+    is covered by ``main = block // 2`` columns, all inside the row, and a
+    ``tail``, the power of two covering the rest (4104: 4096 and 8). The
+    kernels take both as compile-time sizes (``BLOCK`` and ``TAIL``), so each
+    pair compiles once. Only where the block has at least
+    ``plan_rule.PIECE_MIN_BLOCK`` columns and the tail is at most ``1 /
+    plan_rule.PIECE_TAIL_DIVISOR`` of it (a divisor of 0: never); otherwise
+    ``(block, 0)``, one piece: a wider tail costs a second reduction per row
+    and narrow vector accesses for more than the lanes it saves.
+    """
+    main = block // 2
+    divisor = plan_rule.PIECE_TAIL_DIVISOR
+    if divisor and block >= plan_rule.PIECE_MIN_BLOCK and main < n_cols <= block:
+        tail = 1 << (n_cols - main - 1).bit_length()
+        if tail * divisor <= block:
+            return main, tail
+    return block, 0
+
+
 def _check_plan_name(plan: object) -> None:
     if plan not in ("auto", *PLAN_KINDS):
         raise ValueError(

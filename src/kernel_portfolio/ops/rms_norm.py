@@ -61,7 +61,9 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
 
 Specialisation, as in the other row operators. Compile-time values: the
 dtypes, ``HAS_RESIDUAL``, ``HAS_WEIGHT``, ``HAS_DH``, ``STORE_RSTD``,
-``ONE_CHUNK``, ``BLOCK`` and ``num_warps`` (fixed by the plan), and ``VEC``
+``ONE_CHUNK``, ``BLOCK``, ``TAIL`` and ``num_warps`` (fixed by the plan: a
+block plan's row just past a power of two is held as a main block and a small
+tail, :func:`kernel_portfolio.plans.block_pieces`), and ``VEC``
 (:func:`kernel_portfolio.plans.vec_width`: the 16-byte vector width the row
 width and row strides allow). Runtime arguments that Triton is told not to
 specialise (``do_not_specialize``): the row count, the row width, the row
@@ -197,6 +199,15 @@ def _normalise(
 
 
 @triton.jit
+def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr):
+    """Store ``h * rstd`` (times the weight) at ``cols``; the weight is read here, late."""
+    y = h * rstd
+    if HAS_WEIGHT:
+        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _slice(chunks_per_split, n_cols, BLOCK: tl.constexpr):
     """Columns ``[start, end)`` of this program's slice (grid axis 1) of a row.
 
@@ -234,6 +245,7 @@ def _fwd_kernel(
     HAS_WEIGHT: tl.constexpr,
     STORE_RSTD: tl.constexpr,
     BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
 ):
@@ -248,6 +260,8 @@ def _fwd_kernel(
     of 50 on sm_90 (three programs per SM instead of two), at 16384 columns
     64 instead of 82 (two instead of one). Otherwise the row is walked
     twice, re-reading ``h`` from the ``h`` output (residual) or from ``x``.
+    A ``TAIL`` (not 0, ``ONE_CHUNK`` only) is a second piece of the row after
+    its first ``BLOCK`` columns (:func:`kernel_portfolio.plans.block_pieces`).
     ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
     # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
@@ -257,6 +271,9 @@ def _fwd_kernel(
     if ONE_CHUNK:
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
+        if TAIL > 0:
+            tail_cols = BLOCK + tl.arange(0, TAIL)
+            tail_mask = tail_cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
@@ -265,11 +282,16 @@ def _fwd_kernel(
         y_row = y_ptr + row64 * n_cols
         if ONE_CHUNK:
             h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL)
-            rstd = tl.rsqrt(tl.sum(h * h, axis=0) / n_cols + eps)
-            y = h * rstd
-            if HAS_WEIGHT:
-                y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-            tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+            ss = tl.sum(h * h, axis=0)
+            if TAIL > 0:
+                h_tail = _load_h(
+                    x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL
+                )
+                ss += tl.sum(h_tail * h_tail, axis=0)
+            rstd = tl.rsqrt(ss / n_cols + eps)
+            _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
+            if TAIL > 0:
+                _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
         else:
             ss = _sum_squares(
                 x_row, r_row, h_row, stride_xn, stride_rn, 0, n_cols, n_cols, HAS_RESIDUAL, BLOCK
@@ -390,6 +412,42 @@ def _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn):
     return dy.to(tl.float32), h.to(tl.float32)
 
 
+@triton.jit
+def _load_weight(w_ptr, cols, mask, HAS_WEIGHT: tl.constexpr):
+    """The weight at ``cols`` as float32, or ones without a weight (``g = dy``)."""
+    w = tl.full(cols.shape, 1.0, tl.float32)
+    if HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    return w
+
+
+@triton.jit
+def _store_dx(
+    g,
+    h,
+    rstd,
+    mean_gh,
+    dh_row,
+    stride_dhn,
+    dx_ptr,
+    dx2_ptr,
+    dx_off,
+    cols,
+    mask,
+    HAS_DH: tl.constexpr,
+    TWO_DX: tl.constexpr,
+):
+    """Store ``dx = rstd * (g - h * rstd**2 * mean(g * h))`` (+ ``dh``) at ``cols``."""
+    dx = rstd * (g - h * (rstd * rstd * mean_gh))
+    if HAS_DH:
+        dh = tl.load(dh_row + cols.to(tl.int64) * stride_dhn, mask=mask, other=0.0)
+        dx += dh.to(tl.float32)
+    dx = dx.to(dx_ptr.dtype.element_ty)
+    tl.store(dx_ptr + dx_off + cols, dx, mask=mask)
+    if TWO_DX:
+        tl.store(dx2_ptr + dx_off + cols, dx, mask=mask)
+
+
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _bwd_dot_kernel(
     dy_ptr,
@@ -449,6 +507,7 @@ def _bwd_kernel(
     HAS_DH: tl.constexpr,
     TWO_DX: tl.constexpr,
     BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
@@ -476,41 +535,71 @@ def _bwd_kernel(
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        if HAS_WEIGHT:
-            w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
         dw = tl.zeros([BLOCK], dtype=tl.float32)
+        if TAIL > 0:
+            tail_cols = c0 + BLOCK + tl.arange(0, TAIL)
+            tail_mask = tail_cols < n_cols
+            w_tail = _load_weight(w_ptr, tail_cols, tail_mask, HAS_WEIGHT)
+            dw_tail = tl.zeros([TAIL], dtype=tl.float32)
         for row in tl.range(part, n_rows, n_parts):
             row64 = tl.cast(row, tl.int64)
-            dy, h = _load_grad(
-                dy_ptr + row64 * stride_dym,
-                h_ptr + row64 * stride_hm,
-                cols,
-                mask,
-                stride_dyn,
-                stride_hn,
-            )
+            dy_row = dy_ptr + row64 * stride_dym
+            h_row = h_ptr + row64 * stride_hm
+            dy, h = _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn)
             rstd = tl.load(rstd_ptr + row64)
-            g = dy
-            if HAS_WEIGHT:
-                g = dy * w
             if ONE_CHUNK:
-                mean_gh = tl.sum(g * h, axis=0) / n_cols
+                gh = tl.sum(dy * w * h, axis=0)
+                if TAIL > 0:
+                    dy_tail, h_tail = _load_grad(
+                        dy_row, h_row, tail_cols, tail_mask, stride_dyn, stride_hn
+                    )
+                    gh += tl.sum(dy_tail * w_tail * h_tail, axis=0)
+                mean_gh = gh / n_cols
             else:
                 mean_gh = _merge(dot_ptr + row64 * splits, splits, MAX_PARTIALS) / n_cols
-            dx = rstd * (g - h * (rstd * rstd * mean_gh))
-            if HAS_DH:
-                dh_row = dh_ptr + row64 * stride_dhm
-                dx += tl.load(dh_row + cols.to(tl.int64) * stride_dhn, mask=mask, other=0.0).to(
-                    tl.float32
-                )
-            dx = dx.to(dx_ptr.dtype.element_ty)
-            tl.store(dx_ptr + row64 * n_cols + cols, dx, mask=mask)
-            if TWO_DX:
-                tl.store(dx2_ptr + row64 * n_cols + cols, dx, mask=mask)
+            dh_row = dh_ptr + row64 * stride_dhm
+            dx_off = row64 * n_cols
+            _store_dx(
+                dy * w,
+                h,
+                rstd,
+                mean_gh,
+                dh_row,
+                stride_dhn,
+                dx_ptr,
+                dx2_ptr,
+                dx_off,
+                cols,
+                mask,
+                HAS_DH,
+                TWO_DX,
+            )
             if HAS_WEIGHT:
                 dw += dy * h * rstd
+            if TAIL > 0:
+                _store_dx(
+                    dy_tail * w_tail,
+                    h_tail,
+                    rstd,
+                    mean_gh,
+                    dh_row,
+                    stride_dhn,
+                    dx_ptr,
+                    dx2_ptr,
+                    dx_off,
+                    tail_cols,
+                    tail_mask,
+                    HAS_DH,
+                    TWO_DX,
+                )
+                if HAS_WEIGHT:
+                    dw_tail += dy_tail * h_tail * rstd
         if HAS_WEIGHT:
-            tl.store(dw_part_ptr + part.to(tl.int64) * n_cols + cols, dw, mask=mask)
+            dw_row = dw_part_ptr + part.to(tl.int64) * n_cols
+            tl.store(dw_row + cols, dw, mask=mask)
+            if TAIL > 0:
+                tl.store(dw_row + tail_cols, dw_tail, mask=tail_mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -562,22 +651,30 @@ REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
 
 
-def _bwd_launch(plan: plans.RowPlan, elem_bytes: int) -> tuple[int, int]:
+def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int) -> tuple[int, int]:
     """``(warps, programs per SM)`` of the backward kernel under ``plan``.
 
-    A block plan's backward takes the warps of its power-of-two block when the
-    row derives fewer (a row of 4104 float16 columns in an 8192 block: 16 warps
-    and 109 registers instead of 8 warps and 191), and at least
-    ``BWD_MIN_WARPS``. The programs per SM follow from the columns a thread
-    holds (module constants above).
+    A block plan's backward takes the warps of its main block
+    (:func:`kernel_portfolio.plans.block_pieces`) when the row derives fewer
+    (a row of 7000 float16 columns in an 8192 block: 16 warps, not 8), and at
+    least ``BWD_MIN_WARPS``. The programs per SM follow from the columns a
+    thread holds (module constants above).
     """
+    main, tail = _pieces(n_cols, plan)
     warps = plan.num_warps
     if plan.kind == "block":
-        warps = max(warps, plans.warps_for(plan.block, elem_bytes))
+        warps = max(warps, plans.warps_for(main, elem_bytes))
     warps = max(BWD_MIN_WARPS, warps)
-    light = plan.block <= BWD_LIGHT_ELEMS * 32 * warps
+    light = main + tail <= BWD_LIGHT_ELEMS * 32 * warps
     per_sm = (BWD_WARPS_PER_SM if light else BWD_HEAVY_WARPS_PER_SM) // warps
     return warps, max(BWD_PROGRAMS_PER_SM, per_sm)
+
+
+def _pieces(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
+    """``(BLOCK, TAIL)`` of the kernels: a block plan's pieces, else ``(plan.block, 0)``."""
+    if plan.kind != "block":
+        return plan.block, 0
+    return plans.block_pieces(n_cols, plan.block)
 
 
 def _split(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
@@ -623,6 +720,7 @@ def _forward(
     }
     with device_guard(x):
         if plan.kind != "split":
+            consts["BLOCK"], tail = _pieces(n_cols, plan)
             programs = plans.forward_programs(n_rows, plan, plans.sm_count(x.device))
             launchable(_fwd_kernel)[(programs,)](
                 x,
@@ -637,6 +735,7 @@ def _forward(
                 eps,
                 HAS_WEIGHT=weight is not None,
                 STORE_RSTD=rstd is not None,
+                TAIL=tail,
                 ONE_CHUNK=plan.block >= n_cols,
                 **consts,
             )
@@ -694,13 +793,14 @@ def _backward(
     chunks_per_split, n_split = _split(n_cols, plan)
     one_chunk = plan.kind != "split" and plan.block >= n_cols
     sms = plans.sm_count(h.device)
-    warps, per_sm = _bwd_launch(plan, h.element_size())
+    warps, per_sm = _bwd_launch(plan, n_cols, h.element_size())
     n_parts = min(n_rows, max(1, plans.cdiv(per_sm * sms, n_split)))
     f32 = {"dtype": torch.float32, "device": h.device}
     dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
     vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
-    consts = {"HAS_WEIGHT": weight is not None, "BLOCK": plan.block, "VEC": vec, "num_warps": warps}
+    block, tail = _pieces(n_cols, plan)
+    consts = {"HAS_WEIGHT": weight is not None, "BLOCK": block, "VEC": vec, "num_warps": warps}
     with device_guard(h):
         if one_chunk:
             dot = rstd  # not read: mean(g * h) comes from the row in registers
@@ -728,6 +828,7 @@ def _backward(
             TWO_DX=dx2 is not None,
             ONE_CHUNK=one_chunk,
             MAX_PARTIALS=plans.MAX_SPLITS,
+            TAIL=tail,
             **consts,
         )
         if dw is not None:

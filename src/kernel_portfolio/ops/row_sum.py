@@ -25,7 +25,8 @@ under ``torch.compile``, dispatch modes and ``torch.func`` through the custom
 op ``kp::row_sum``, whose body is the same code.
 
 Specialisation, strides and int64 offsets follow :mod:`kernel_portfolio.ops.softmax`:
-``BLOCK``, ``VEC`` and the warp count are compiled in; the row count, row
+``BLOCK``, ``TAIL`` (a block plan's second piece, or 0), ``VEC`` and the
+warp count are compiled in; the row count, row
 width and row strides are runtime arguments Triton does not specialise, so a
 new batch size never recompiles; rows are read in place through
 ``(stride_xm, stride_xn)`` or, when the leading dimensions do not collapse,
@@ -72,23 +73,39 @@ def _chunked_sum(x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr):
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _block_kernel(
-    x_ptr, out_ptr, n_rows, n_cols, stride_xm, stride_xn, BLOCK: tl.constexpr, VEC: tl.constexpr
+    x_ptr,
+    out_ptr,
+    n_rows,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     """Block plan: each row is loaded once and reduced in registers.
 
     Program ``p`` handles rows ``p, p + programs, ...``: one row when the grid
     has a program per row (:func:`kernel_portfolio.plans.forward_programs`).
+    A ``TAIL`` (not 0) is a second piece of the row after its first ``BLOCK``
+    columns (:func:`kernel_portfolio.plans.block_pieces`).
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
+    if TAIL > 0:
+        tail_cols = BLOCK + tl.arange(0, TAIL)
+        tail_mask = tail_cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0)
         total = tl.sum(x.to(tl.float32), 0)
+        if TAIL > 0:
+            x_tail = tl.load(x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=0.0)
+            total += tl.sum(x_tail.to(tl.float32), 0)
         tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
 
 
@@ -161,6 +178,8 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
         "num_warps": plan.num_warps,
     }
     with device_guard(x):
+        if plan.kind == "block":
+            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
         if plan.kind in ("block", "looped"):
             kernel = _block_kernel if plan.kind == "block" else _looped_kernel
             grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
@@ -275,7 +294,7 @@ def row_sum(
     Note:
         The kernels compile once per dtype and plan: the row count, the width
         and the strides are runtime arguments, so a new batch size (or a new
-        width within the same power-of-two block) does not recompile. The
+        width with the same block pieces) does not recompile. The
         module docstring says what is specialised and why.
 
     Example:

@@ -15,7 +15,10 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, per plan
 
 * ``block``: one program holds a row in registers. Forward reads ``x`` and
   writes ``y``, ``2MNb`` bytes; backward reads ``y`` and ``dy`` and writes
-  ``dx``, ``3MNb``. Each byte moves once: the least any softmax can do.
+  ``dx``, ``3MNb``. Each byte moves once: the least any softmax can do. A row
+  just past a power of two is held as two pieces, a main block and a small
+  tail (:func:`kernel_portfolio.plans.block_pieces`: 4104 columns as 4096 and
+  8, not one block of 8192 of which half would be masked).
 * ``looped``: a program walks a row in chunks twice. The first pass keeps an
   online ``(max, sum)``: for each chunk ``m' = max(m, max(chunk))`` and
   ``s' = s * exp(m - m') + sum(exp(chunk - m'))``. The second pass rereads
@@ -32,12 +35,13 @@ seen so far is ``-inf`` (a masked prefix of the row), the running max is
 ``-inf``. The kernels then shift by 0 instead (:func:`_shift_for`), which
 makes ``exp(-inf - 0) = 0`` the right contribution.
 
-What is compiled, and what is not: ``BLOCK`` (register tile width), ``VEC``
+What is compiled, and what is not: ``BLOCK`` (register tile width),
+``TAIL`` (the block plan's second piece, or 0), ``VEC``
 (see :func:`kernel_portfolio.plans.vec_width`), ``MAX_SPLITS`` and the warp
 count are compile-time constants. The row count, row width, row strides and
 split sizes are runtime arguments that Triton is told not to specialise
-(``do_not_specialize``), so a new batch size, or a new width in the same
-power-of-two ``BLOCK``, reuses the compiled kernel; the mask ``cols < n_cols``
+(``do_not_specialize``), so a new batch size, or a new width with the same
+``BLOCK`` and ``TAIL``, reuses the compiled kernel; the mask ``cols < n_cols``
 handles the partial block, and ``VEC`` keeps its loads 16 bytes wide. Column
 strides keep Triton's default specialisation: a stride of 1 compiles to
 contiguous vector loads, any other stride to a strided variant. A prior
@@ -166,12 +170,15 @@ def _fwd_block_kernel(
     stride_xn,
     stride_ym,
     BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
     VEC: tl.constexpr,
 ):
     """Block plan, forward: each row is loaded once, reduced in registers, stored once.
 
     Program ``p`` handles rows ``p, p + programs, ...``: one row when the grid
     has a program per row (:func:`kernel_portfolio.plans.forward_programs`).
+    A ``TAIL`` (not 0) is a second piece of the row after its first ``BLOCK``
+    columns (:func:`kernel_portfolio.plans.block_pieces`).
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
     n_cols = n_cols // VEC * VEC
@@ -179,14 +186,28 @@ def _fwd_block_kernel(
     stride_ym = stride_ym // VEC * VEC
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
+    if TAIL > 0:
+        tail_cols = BLOCK + tl.arange(0, TAIL)
+        tail_mask = tail_cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
+        y_row = y_ptr + row64 * stride_ym
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
         x = x.to(tl.float32)
-        e = tl.exp(x - tl.max(x, 0))  # an all -inf row: max = -inf, NaN everywhere
-        y = e / tl.sum(e, 0)
-        tl.store(y_ptr + row64 * stride_ym + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+        m = tl.max(x, 0)  # an all -inf row: max = -inf, NaN everywhere
+        if TAIL > 0:
+            x_tail = tl.load(
+                x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=float("-inf")
+            ).to(tl.float32)
+            m = tl.maximum(m, tl.max(x_tail, 0))
+        e = tl.exp(x - m)
+        s = tl.sum(e, 0)
+        if TAIL > 0:
+            e_tail = tl.exp(x_tail - m)
+            s += tl.sum(e_tail, 0)
+            tl.store(y_row + tail_cols, (e_tail / s).to(y_ptr.dtype.element_ty), mask=tail_mask)
+        tl.store(y_row + cols, (e / s).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -286,23 +307,40 @@ def _bwd_block_kernel(
     stride_dyn,
     stride_dxm,
     BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
     VEC: tl.constexpr,
 ):
-    """Block plan, backward: ``dx = y * (dy - sum(dy * y))``, one read and one write per row."""
+    """Block plan, backward: ``dx = y * (dy - sum(dy * y))``, one read and one write per row.
+
+    ``TAIL`` as in :func:`_fwd_block_kernel`.
+    """
     n_cols = n_cols // VEC * VEC
     stride_ym = stride_ym // VEC * VEC
     stride_dym = stride_dym // VEC * VEC
     stride_dxm = stride_dxm // VEC * VEC
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
+    if TAIL > 0:
+        tail_cols = BLOCK + tl.arange(0, TAIL)
+        tail_mask = tail_cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         y_row = y_ptr + row64 * stride_ym
         dy_row = dy_ptr + row64 * stride_dym
+        dx_row = dx_ptr + row64 * stride_dxm
         y = tl.load(y_row + cols.to(tl.int64) * stride_yn, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
-        dx = y * (dy - tl.sum(y * dy, 0))
-        tl.store(dx_ptr + row64 * stride_dxm + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        dot = tl.sum(y * dy, 0)
+        if TAIL > 0:
+            tail64 = tail_cols.to(tl.int64)
+            y_tail = tl.load(y_row + tail64 * stride_yn, mask=tail_mask, other=0.0).to(tl.float32)
+            dy_tail = tl.load(dy_row + tail64 * stride_dyn, mask=tail_mask, other=0.0)
+            dy_tail = dy_tail.to(tl.float32)
+            dot += tl.sum(y_tail * dy_tail, 0)
+            dx_tail = y_tail * (dy_tail - dot)
+            tl.store(dx_row + tail_cols, dx_tail.to(dx_ptr.dtype.element_ty), mask=tail_mask)
+        dx = y * (dy - dot)
+        tl.store(dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -423,6 +461,8 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
         "num_warps": plan.num_warps,
     }
     with device_guard(x):
+        if plan.kind == "block":
+            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
         if plan.kind in ("block", "looped"):
             kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
             grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
@@ -471,6 +511,8 @@ def _launch_backward(
         "num_warps": plan.num_warps,
     }
     with device_guard(y):
+        if plan.kind == "block":
+            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
         if plan.kind in ("block", "looped"):
             kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
@@ -615,7 +657,7 @@ def softmax(x: torch.Tensor, dim: int = -1, plan: str | plans.RowPlan = "auto") 
     Note:
         The kernels compile once per dtype and plan: the row count, the width
         and the strides are runtime arguments, so a new batch size (or a new
-        width within the same power-of-two block) does not recompile. The
+        width with the same block pieces) does not recompile. The
         module docstring says what is specialised and why.
 
     Example:
