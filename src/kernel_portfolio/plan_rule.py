@@ -6,7 +6,8 @@ its plans through ``plans.py`` and hashes it, and the fitted constants must not
 make the sweep's own results stale. Benchmarks of the row operators do depend
 on this file, since ``auto`` decides what they run.
 
-The values are the rule that ``scripts/chunk_rules_fit.py`` fitted on the first
+The values (all but the block pieces' two, which the sweep does not reach
+and an A/B script measured) are the rule that ``scripts/chunk_rules_fit.py`` fitted on the first
 H200 run of the chunk-rules sweep and scored on the second (whether refitting
 on the second gives the same rule is recorded in the fit)
 (``results/h200/chunk_rules_fit.json``; the case study "Chunk rules for wide
@@ -38,13 +39,19 @@ BLOCK_WARPS: int | None = None
 #: at least ``PIECE_MIN_BLOCK`` columns and the tail is at most
 #: ``1 / PIECE_TAIL_DIVISOR`` of the block (0: never). Not fitted by the
 #: chunk-rules sweep (its widths are powers of two or wider than a block):
-#: ``scripts/block_pieces_ab.py`` measures it.
-PIECE_MIN_BLOCK = 2048
-PIECE_TAIL_DIVISOR = 32
+#: ``scripts/block_pieces_ab.py`` measured it on the H200
+#: (``results/h200/checks/block-pieces-ab-20261201T2134Z.log``). Tails of 8
+#: columns won with blocks of 4096 to 16384 (softmax forward at 4104 columns
+#: 61% -> 83% of copy, the RMSNorm backward 49% -> 68%); tails of 64 and 256
+#: in a block of 8192 lost 7-10 points on the RMSNorm and row-sum forwards,
+#: and 1024 + 8 lost on the RMSNorm backward: so blocks from 4096 columns,
+#: tails of at most 8, 16 and 32 columns in blocks of 4096, 8192 and 16384.
+PIECE_MIN_BLOCK = 4096
+PIECE_TAIL_DIVISOR = 512
 #: Else ``looped``: rows of at most ``NARROW_MAX_BYTES`` take the narrow chunk
 #: and warps, wider rows the wide ones (0: every row is wide).
 NARROW_MAX_BYTES = 32769 * 2
 NARROW_CHUNK = 8192
-NARROW_WARPS: int | None = 8
+NARROW_WARPS: int | None = 16
 WIDE_CHUNK = 16384
 WIDE_WARPS: int | None = 16
