@@ -595,7 +595,14 @@ text = [
     f"rows at {q(sm[4104], 'gbps', 'constexpr')} at 4104 against "
     f"{q(sm[4096], 'gbps', 'constexpr')} at 4096 ({q(sm[4104], 'pct_copy', 'constexpr')} and "
     f"{q(sm[4096], 'pct_copy', 'constexpr')} of the copy bandwidth measured in the same "
-    "run). That is a cost of the block plan, which no declaration removes.",
+    "run). That is a cost of one power-of-two block per row, which no declaration "
+    "removes. The library's block plan therefore holds such a row as two pieces, a main "
+    "block of 4096 columns and a tail of 8 (`plans.block_pieces`): in the default suite "
+    "its softmax forward at 16384x4104 float16 moves "
+    f"{quote('h200/default', 'softmax/fwd/16384x4104/float16', 'gbps')} "
+    f"({quote('h200/default', 'softmax/fwd/16384x4104/float16', 'pct_copy')} of copy), "
+    "and the RMSNorm forward "
+    f"{quote('h200/default', 'rms_norm/fwd/16384x4104/float16', 'pct_copy')}.",
 ]
 display(Markdown("\n\n".join(text)))
 
