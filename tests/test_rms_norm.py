@@ -461,8 +461,7 @@ def test_forward_without_rstd_writes_every_output(plan, shape, op, with_weight, 
 def test_no_grad_forward_neither_allocates_nor_stores_rstd(plan, shape, op, device, monkeypatch):
     # Records, per forward, the float32 (n_rows,) allocations (rstd's shape)
     # and the STORE_RSTD of each launch of a kernel that takes rstd_ptr.
-    allocations, stores = [], []
-    empty, launchable = torch.empty, rms_mod.launchable
+    allocations, empty = [], torch.empty
 
     def recording_empty(*size, **kwargs):
         out = empty(*size, **kwargs)
@@ -470,27 +469,17 @@ def test_no_grad_forward_neither_allocates_nor_stores_rstd(plan, shape, op, devi
             allocations.append(out.shape)
         return out
 
-    class RecordingLaunch:
-        def __init__(self, kernel):
-            self.kernel = kernel
-
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                if self.kernel in (rms_mod._fwd_kernel, rms_mod._fwd_split_kernel):
-                    stores.append(kwargs.get("STORE_RSTD"))
-                return launchable(self.kernel)[grid](*args, **kwargs)
-
-            return launch
-
     def record(inputs, mode=None):
         allocations.clear()
-        stores.clear()
+        launches.clear()
         with mode or contextlib.nullcontext():
             _forward_outputs(op, *inputs, plan)
-        return len(allocations), list(stores)
+        takes_rstd = ("_fwd_kernel", "_fwd_split_kernel")
+        stores = [kw.get("STORE_RSTD") for name, _, kw in launches if name in takes_rstd]
+        return len(allocations), stores
 
     monkeypatch.setattr(torch, "empty", recording_empty)
-    monkeypatch.setattr(rms_mod, "launchable", RecordingLaunch)
+    launches = record_launches(monkeypatch, rms_mod)
     inputs = make_inputs(op, shape, torch.float32, device)
     leaves = [t.detach().requires_grad_() if t is not None else None for t in inputs]
     assert record(inputs) == (0, [False]), "the no-grad forward allocated or stored rstd"
