@@ -65,7 +65,7 @@ def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) ->
             for a, b in zip(outs[setting], outs[shipped], strict=True)
         )
         _set(setting)
-        warps, per_sm = rms_norm._bwd_launch(plan, n, h.element_size())
+        warps, per_sm, _ = rms_norm._bwd_launch(plan, n, h.element_size())
         _set(shipped)
         pct = 100 * 3 * m * n * h.element_size() / median / 1e6 / copy_gbps
         row = f"{plan.kind} {m}x{n:<17} {str(setting):>8} {warps:>5} {per_sm:>6}"

@@ -228,17 +228,22 @@ def test_programs_walk_every_row(max_grid, op, device, monkeypatch):
 @pytest.mark.parametrize(
     ("plan", "n_cols", "elem_bytes", "launch"),
     [
-        (RowPlan("block", 1024, 2), 1024, 2, (4, 8)),  # 8 columns a thread: 8 programs per SM
-        (RowPlan("block", 1024, 4), 1024, 4, (4, 8)),
-        (RowPlan("block", 512, 1), 512, 2, (4, 8)),
-        (RowPlan("block", 2048, 4), 2048, 2, (4, 4)),  # 16 a thread: 16 warps per SM
-        (RowPlan("block", 4096, 8), 4096, 2, (8, 2)),
-        (RowPlan("block", 8192, 8), 4104, 2, (8, 2)),  # pieces 4096 + 8: the warps of 4096
-        (RowPlan("block", 8192, 8), 7000, 2, (16, 2)),  # one block: the warps of the block
-        (RowPlan("block", 8192, 16), 8192, 2, (16, 2)),  # one program's worth, at least two
-        (RowPlan("block", 8192, 32), 8192, 2, (32, 2)),  # a forced plan keeps its warps
-        (RowPlan("looped", 8192, 8), 20000, 2, (8, 2)),  # the looped plan keeps its warps
-        (RowPlan("split", 4096, 16, 8), 100000, 2, (16, 2)),
+        (RowPlan("block", 1024, 2), 1024, 2, (4, 6, True)),  # 8 a thread, with the prefetch: 6
+        (RowPlan("block", 1024, 4), 1024, 4, (4, 6, True)),
+        (RowPlan("block", 512, 1), 512, 2, (4, 6, True)),
+        (RowPlan("block", 2048, 4), 2048, 2, (4, 4, True)),  # 16 a thread: 16 warps per SM
+        (RowPlan("block", 4096, 8), 4096, 2, (8, 2, True)),
+        (
+            RowPlan("block", 8192, 8),
+            4104,
+            2,
+            (8, 2, False),
+        ),  # 4096 + 8: warps of 4096, > 16 a thread
+        (RowPlan("block", 8192, 8), 7000, 2, (16, 2, True)),  # one block: the warps of the block
+        (RowPlan("block", 8192, 16), 8192, 2, (16, 2, True)),  # one program's worth, at least two
+        (RowPlan("block", 8192, 32), 8192, 2, (32, 2, True)),  # a forced plan keeps its warps
+        (RowPlan("looped", 8192, 8), 20000, 2, (8, 2, False)),  # the looped plan keeps its warps
+        (RowPlan("split", 4096, 16, 8), 100000, 2, (16, 2, True)),
     ],
     ids=str,
 )
@@ -249,7 +254,7 @@ def test_backward_launch_follows_the_columns_a_thread_holds(plan, n_cols, elem_b
 
 @pytest.mark.parametrize(
     ("n_cols", "launch"),
-    [(1024, (4, 8, 1024, 0)), (2048, (4, 4, 2048, 0)), (4104, (8, 2, 4096, 8))],
+    [(1024, (4, 6, 1024, 0, True)), (2048, (4, 4, 2048, 0, True)), (4104, (8, 2, 4096, 8, False))],
 )
 @pytest.mark.usefixtures("small_pieces")
 def test_backward_launches_by_its_rule(n_cols, launch, device, monkeypatch):
@@ -260,27 +265,35 @@ def test_backward_launches_by_its_rule(n_cols, launch, device, monkeypatch):
     check_op("rms_norm", *make_inputs("rms_norm", (37, n_cols), torch.float16, device))
     kernels = {name: (grid, kwargs) for name, grid, kwargs in launches}
     grid, kwargs = kernels["_bwd_kernel"]
-    assert (kwargs["num_warps"], grid[0], kwargs["BLOCK"], kwargs["TAIL"]) == launch
+    got = (kwargs["num_warps"], grid[0], kwargs["BLOCK"], kwargs["TAIL"], kwargs["PREFETCH"])
+    assert got == launch
     _, kwargs = kernels["_fwd_kernel"]
-    assert (kwargs["BLOCK"], kwargs["TAIL"]) == launch[2:]
+    assert (kwargs["BLOCK"], kwargs["TAIL"]) == launch[2:4]
 
 
 @pytest.mark.parametrize(
-    ("n_cols", "warps", "dtype", "light"),
-    [(1024, 4, "fp16", True), (1024, 4, "fp32", True), (2048, 4, "fp16", False)],
+    ("n_cols", "dtype"),
+    [(1024, "fp16"), (1024, "fp32"), (2048, "fp16"), (4104, "fp16"), (8192, "fp16")],
 )
-def test_backward_registers_match_the_launch_rule(n_cols, warps, dtype, light):
-    """The premise of ``_bwd_launch`` on sm_90: up to ``BWD_LIGHT_ELEMS`` columns a
-    thread take at most 64 registers (eight 4-warp programs fit an SM's 65536),
-    more take over 64."""
+def test_backward_registers_match_the_launch_rule(n_cols, dtype):
+    """The premise of ``_bwd_launch`` on sm_90 (``ptxas -v``, registers allocated
+    per thread in eights): a light program (up to ``BWD_LIGHT_ELEMS`` columns a
+    thread) fits the SM's 65536 registers as many times as the rule launches
+    per SM, with the prefetch where the rule turns it on; a heavy one takes
+    over 64, and ``BWD_HEAVY_WARPS_PER_SM`` warps of it fit."""
+    elem_bytes = 2 if dtype == "fp16" else 4
+    plan = plans.choose(1 << 15, n_cols, elem_bytes=elem_bytes, sm_count=plans.CPU_SM_COUNT)
+    warps, per_sm, prefetch = rms_mod._bwd_launch(plan, n_cols, elem_bytes)
+    block, tail = rms_mod._pieces(n_cols, plan)
     runtime = {name: "i32" for name in ("n_rows", "n_cols", "chunks_per_split")}
     runtime |= {name: "i32" for name in ("stride_dym", "stride_hm", "stride_dhm")}
     runtime |= {name: "*fp32" for name in ("rstd_ptr", "dot_ptr", "dw_part_ptr")}
     pointers = ("dy_ptr", "h_ptr", "w_ptr", "dh_ptr", "dx_ptr", "dx2_ptr")
     runtime |= {name: f"*{dtype}" for name in pointers}
     consts = {"stride_dyn": 1, "stride_hn": 1, "stride_dhn": 1, "HAS_WEIGHT": True}
-    consts |= {"HAS_DH": False, "TWO_DX": False, "BLOCK": n_cols, "TAIL": 0, "ONE_CHUNK": True}
+    consts |= {"HAS_DH": False, "TWO_DX": False, "BLOCK": block, "TAIL": tail, "ONE_CHUNK": True}
     consts |= {"VEC": 8 if dtype == "fp16" else 4, "MAX_PARTIALS": plans.MAX_SPLITS}
+    consts |= {"PREFETCH": prefetch}
     (ops,) = global_memory_ops(
         [
             {
@@ -295,7 +308,11 @@ def test_backward_registers_match_the_launch_rule(n_cols, warps, dtype, light):
         ]
     )
     (registers,) = (int(op.split(".")[1]) for op in ops if op.startswith("registers."))
-    assert (registers <= 64) == light, registers
+    fit = 65536 // (-(-registers // 8) * 8 * 32 * warps)  # programs of this kernel per SM
+    if block + tail <= rms_mod.BWD_LIGHT_ELEMS * 32 * warps:
+        assert fit >= per_sm, (registers, fit, per_sm)
+    else:
+        assert registers > 64 and fit * warps >= rms_mod.BWD_HEAVY_WARPS_PER_SM, (registers, fit)
 
 
 # Width 1, widths just past a power of two, empty rows / width / batch,

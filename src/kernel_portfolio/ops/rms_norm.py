@@ -131,15 +131,57 @@ _RUNTIME_ARGS = [
 
 
 @triton.jit
-def _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL: tl.constexpr):
-    """One chunk of ``h`` as float32; with a residual, also store ``h`` (input dtype)."""
+def _load_xr(x_row, r_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL: tl.constexpr):
+    """One chunk of ``x`` and of the residual (0.0 without one), in the input dtype."""
     cols64 = cols.to(tl.int64)
-    h = tl.load(x_row + cols64 * stride_xn, mask=mask, other=0.0)
+    x = tl.load(x_row + cols64 * stride_xn, mask=mask, other=0.0)
+    r = 0.0
     if HAS_RESIDUAL:
         r = tl.load(r_row + cols64 * stride_rn, mask=mask, other=0.0)
-        h = (h.to(tl.float32) + r.to(tl.float32)).to(h_row.dtype.element_ty)
-        tl.store(h_row + cols, h, mask=mask)
-    return h.to(tl.float32)
+    return x, r
+
+
+@triton.jit
+def _add_residual(x, r, h_row, cols, mask, HAS_RESIDUAL: tl.constexpr):
+    """``h`` as float32 from loaded ``x`` and ``r``; with a residual, also store ``h``."""
+    if HAS_RESIDUAL:
+        x = (x.to(tl.float32) + r.to(tl.float32)).to(h_row.dtype.element_ty)
+        tl.store(h_row + cols, x, mask=mask)
+    return x.to(tl.float32)
+
+
+@triton.jit
+def _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL: tl.constexpr):
+    """One chunk of ``h`` as float32; with a residual, also store ``h`` (input dtype)."""
+    x, r = _load_xr(x_row, r_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL)
+    return _add_residual(x, r, h_row, cols, mask, HAS_RESIDUAL)
+
+
+@triton.jit
+def _load_pieces(
+    x_row,
+    r_row,
+    valid,
+    stride_xn,
+    stride_rn,
+    cols,
+    mask,
+    tail_cols,
+    tail_mask,
+    HAS_RESIDUAL: tl.constexpr,
+    TAIL: tl.constexpr,
+):
+    """A block-plan row as ``(x, r, x_tail, r_tail)`` in the input dtype (0.0 where absent).
+
+    Nothing is loaded unless ``valid``: the prefetch after a program's last row.
+    """
+    x, r = _load_xr(x_row, r_row, cols, mask & valid, stride_xn, stride_rn, HAS_RESIDUAL)
+    x_tail, r_tail = 0.0, 0.0
+    if TAIL > 0:
+        x_tail, r_tail = _load_xr(
+            x_row, r_row, tail_cols, tail_mask & valid, stride_xn, stride_rn, HAS_RESIDUAL
+        )
+    return x, r, x_tail, r_tail
 
 
 @triton.jit
@@ -248,11 +290,14 @@ def _fwd_kernel(
     TAIL: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """Block and looped plans: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
-    The row loop is not software-pipelined (``num_stages=1``): a block-plan
-    program has one row, and a looped one re-reads its row from L2.
+    The compiler does not software-pipeline the row loop (``num_stages=1``): a
+    looped program re-reads its row from L2. With ``PREFETCH`` (``ONE_CHUNK``
+    only) the loads of a program's next row are issued before its current
+    row's reduction, so they are in flight while it computes and stores.
 
     ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row in registers and reads
     the weight after the row's reduction, so the weight is not live across
@@ -271,22 +316,66 @@ def _fwd_kernel(
     if ONE_CHUNK:
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
+        tail_cols, tail_mask = cols, mask  # unused unless TAIL > 0
         if TAIL > 0:
             tail_cols = BLOCK + tl.arange(0, TAIL)
             tail_mask = tail_cols < n_cols
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
+    first = tl.program_id(0)
+    step = tl.num_programs(0)
+    if PREFETCH:
+        x_next, r_next, xt_next, rt_next = _load_pieces(
+            x_ptr + tl.cast(first, tl.int64) * stride_xm,
+            r_ptr + tl.cast(first, tl.int64) * stride_rm,
+            first < n_rows,
+            stride_xn,
+            stride_rn,
+            cols,
+            mask,
+            tail_cols,
+            tail_mask,
+            HAS_RESIDUAL,
+            TAIL,
+        )
+    for row in tl.range(first, n_rows, step, num_stages=1):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
         r_row = r_ptr + row64 * stride_rm
         h_row = h_ptr + row64 * n_cols
         y_row = y_ptr + row64 * n_cols
         if ONE_CHUNK:
-            h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL)
+            if PREFETCH:
+                x, r, x_tail, r_tail = x_next, r_next, xt_next, rt_next
+                x_next, r_next, xt_next, rt_next = _load_pieces(
+                    x_ptr + (row64 + step) * stride_xm,
+                    r_ptr + (row64 + step) * stride_rm,
+                    row64 + step < n_rows,
+                    stride_xn,
+                    stride_rn,
+                    cols,
+                    mask,
+                    tail_cols,
+                    tail_mask,
+                    HAS_RESIDUAL,
+                    TAIL,
+                )
+            else:
+                x, r, x_tail, r_tail = _load_pieces(
+                    x_row,
+                    r_row,
+                    True,
+                    stride_xn,
+                    stride_rn,
+                    cols,
+                    mask,
+                    tail_cols,
+                    tail_mask,
+                    HAS_RESIDUAL,
+                    TAIL,
+                )
+            h = _add_residual(x, r, h_row, cols, mask, HAS_RESIDUAL)
             ss = tl.sum(h * h, axis=0)
             if TAIL > 0:
-                h_tail = _load_h(
-                    x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL
-                )
+                h_tail = _add_residual(x_tail, r_tail, h_row, tail_cols, tail_mask, HAS_RESIDUAL)
                 ss += tl.sum(h_tail * h_tail, axis=0)
             rstd = tl.rsqrt(ss / n_cols + eps)
             _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
@@ -405,11 +494,46 @@ def _fwd_split_kernel(
 
 @triton.jit
 def _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn):
-    """One chunk of ``dy`` and ``h``, as float32."""
+    """One chunk of ``dy`` and ``h``, in the input dtype."""
     cols64 = cols.to(tl.int64)
     dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0)
     h = tl.load(h_row + cols64 * stride_hn, mask=mask, other=0.0)
-    return dy.to(tl.float32), h.to(tl.float32)
+    return dy, h
+
+
+@triton.jit
+def _load_grad_row(
+    dy_ptr,
+    h_ptr,
+    rstd_ptr,
+    row64,
+    valid,
+    stride_dym,
+    stride_dyn,
+    stride_hm,
+    stride_hn,
+    cols,
+    mask,
+    tail_cols,
+    tail_mask,
+    TAIL: tl.constexpr,
+):
+    """Row ``row64`` of the backward: ``(dy, h, dy_tail, h_tail, rstd)``.
+
+    ``dy`` and ``h`` in the input dtype (the tails 0.0 when ``TAIL`` is 0),
+    ``rstd`` float32. Nothing is loaded unless ``valid``: the prefetch after a
+    program's last row.
+    """
+    dy_row = dy_ptr + row64 * stride_dym
+    h_row = h_ptr + row64 * stride_hm
+    dy, h = _load_grad(dy_row, h_row, cols, mask & valid, stride_dyn, stride_hn)
+    dy_tail, h_tail = 0.0, 0.0
+    if TAIL > 0:
+        dy_tail, h_tail = _load_grad(
+            dy_row, h_row, tail_cols, tail_mask & valid, stride_dyn, stride_hn
+        )
+    rstd = tl.load(rstd_ptr + row64, mask=valid, other=0.0)
+    return dy, h, dy_tail, h_tail, rstd
 
 
 @triton.jit
@@ -477,6 +601,7 @@ def _bwd_dot_kernel(
         cols = c0 + tl.arange(0, BLOCK)
         mask = cols < n_cols
         dy, h = _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn)
+        dy, h = dy.to(tl.float32), h.to(tl.float32)
         if HAS_WEIGHT:
             dy = dy * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         acc += dy * h
@@ -511,6 +636,7 @@ def _bwd_kernel(
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """Backward: ``dx`` for every row, and one float32 partial ``dweight`` row per program.
 
@@ -537,23 +663,71 @@ def _bwd_kernel(
         mask = cols < n_cols
         w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
         dw = tl.zeros([BLOCK], dtype=tl.float32)
+        tail_cols, tail_mask = cols, mask  # unused unless TAIL > 0
         if TAIL > 0:
             tail_cols = c0 + BLOCK + tl.arange(0, TAIL)
             tail_mask = tail_cols < n_cols
             w_tail = _load_weight(w_ptr, tail_cols, tail_mask, HAS_WEIGHT)
             dw_tail = tl.zeros([TAIL], dtype=tl.float32)
-        for row in tl.range(part, n_rows, n_parts):
+        if PREFETCH:
+            dy_n, h_n, dyt_n, ht_n, rstd_n = _load_grad_row(
+                dy_ptr,
+                h_ptr,
+                rstd_ptr,
+                tl.cast(part, tl.int64),
+                part < n_rows,
+                stride_dym,
+                stride_dyn,
+                stride_hm,
+                stride_hn,
+                cols,
+                mask,
+                tail_cols,
+                tail_mask,
+                TAIL,
+            )
+        for row in tl.range(part, n_rows, n_parts, num_stages=1):
             row64 = tl.cast(row, tl.int64)
-            dy_row = dy_ptr + row64 * stride_dym
-            h_row = h_ptr + row64 * stride_hm
-            dy, h = _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn)
-            rstd = tl.load(rstd_ptr + row64)
+            if PREFETCH:
+                dy, h, dy_tail, h_tail, rstd = dy_n, h_n, dyt_n, ht_n, rstd_n
+                dy_n, h_n, dyt_n, ht_n, rstd_n = _load_grad_row(
+                    dy_ptr,
+                    h_ptr,
+                    rstd_ptr,
+                    row64 + n_parts,
+                    row64 + n_parts < n_rows,
+                    stride_dym,
+                    stride_dyn,
+                    stride_hm,
+                    stride_hn,
+                    cols,
+                    mask,
+                    tail_cols,
+                    tail_mask,
+                    TAIL,
+                )
+            else:
+                dy, h, dy_tail, h_tail, rstd = _load_grad_row(
+                    dy_ptr,
+                    h_ptr,
+                    rstd_ptr,
+                    row64,
+                    True,
+                    stride_dym,
+                    stride_dyn,
+                    stride_hm,
+                    stride_hn,
+                    cols,
+                    mask,
+                    tail_cols,
+                    tail_mask,
+                    TAIL,
+                )
+            dy, h = dy.to(tl.float32), h.to(tl.float32)
             if ONE_CHUNK:
                 gh = tl.sum(dy * w * h, axis=0)
                 if TAIL > 0:
-                    dy_tail, h_tail = _load_grad(
-                        dy_row, h_row, tail_cols, tail_mask, stride_dyn, stride_hn
-                    )
+                    dy_tail, h_tail = dy_tail.to(tl.float32), h_tail.to(tl.float32)
                     gh += tl.sum(dy_tail * w_tail * h_tail, axis=0)
                 mean_gh = gh / n_cols
             else:
@@ -646,19 +820,30 @@ BWD_PROGRAMS_PER_SM = 2
 #: two (:func:`kernel_portfolio.plans.warps_for`), the backward holds four
 #: values a column and takes at least four.
 BWD_MIN_WARPS = 4
+#: Up to ``BWD_PREFETCH_ELEMS`` columns a thread (0: never), the backward's row
+#: loop loads a program's next row (``dy``, ``h``, ``rstd``) before it reduces
+#: the current one (the kernel's ``PREFETCH``). The loads in flight cost
+#: registers: on sm_90, 8192 float16 columns and 16 warps take 119 instead of
+#: 109 (``ptxas -v``), still one program per SM; 32 columns a thread would not
+#: fit the 128 a 16-warp program may take. A light program with the prefetch
+#: takes 72 (1024 float16 columns, 4 warps) or 80 (float32), so
+#: ``BWD_PREFETCH_WARPS_PER_SM`` warps of it reside.
+BWD_PREFETCH_ELEMS = 16
+BWD_PREFETCH_WARPS_PER_SM = 24
 #: Elements per tile of the ``dweight`` reduction, and its warps.
 REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
 
 
-def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int) -> tuple[int, int]:
-    """``(warps, programs per SM)`` of the backward kernel under ``plan``.
+def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int) -> tuple[int, int, bool]:
+    """``(warps, programs per SM, prefetch)`` of the backward kernel under ``plan``.
 
     A block plan's backward takes the warps of its main block
     (:func:`kernel_portfolio.plans.block_pieces`) when the row derives fewer
     (a row of 7000 float16 columns in an 8192 block: 16 warps, not 8), and at
     least ``BWD_MIN_WARPS``. The programs per SM follow from the columns a
-    thread holds (module constants above).
+    thread holds, and so does the prefetch of the next row (module constants
+    above).
     """
     main, tail = _pieces(n_cols, plan)
     warps = plan.num_warps
@@ -666,8 +851,12 @@ def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int) -> tuple[int,
         warps = max(warps, plans.warps_for(main, elem_bytes))
     warps = max(BWD_MIN_WARPS, warps)
     light = main + tail <= BWD_LIGHT_ELEMS * 32 * warps
-    per_sm = (BWD_WARPS_PER_SM if light else BWD_HEAVY_WARPS_PER_SM) // warps
-    return warps, max(BWD_PROGRAMS_PER_SM, per_sm)
+    prefetch = main + tail <= BWD_PREFETCH_ELEMS * 32 * warps
+    if light:
+        per_sm = (BWD_PREFETCH_WARPS_PER_SM if prefetch else BWD_WARPS_PER_SM) // warps
+    else:
+        per_sm = BWD_HEAVY_WARPS_PER_SM // warps
+    return warps, max(BWD_PROGRAMS_PER_SM, per_sm), prefetch
 
 
 def _pieces(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
@@ -737,6 +926,7 @@ def _forward(
                 STORE_RSTD=rstd is not None,
                 TAIL=tail,
                 ONE_CHUNK=plan.block >= n_cols,
+                PREFETCH=plan.block >= n_cols and programs < n_rows,
                 **consts,
             )
             return
@@ -793,7 +983,7 @@ def _backward(
     chunks_per_split, n_split = _split(n_cols, plan)
     one_chunk = plan.kind != "split" and plan.block >= n_cols
     sms = plans.sm_count(h.device)
-    warps, per_sm = _bwd_launch(plan, n_cols, h.element_size())
+    warps, per_sm, prefetch = _bwd_launch(plan, n_cols, h.element_size())
     n_parts = min(n_rows, max(1, plans.cdiv(per_sm * sms, n_split)))
     f32 = {"dtype": torch.float32, "device": h.device}
     dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
@@ -829,6 +1019,7 @@ def _backward(
             ONE_CHUNK=one_chunk,
             MAX_PARTIALS=plans.MAX_SPLITS,
             TAIL=tail,
+            PREFETCH=prefetch,
             **consts,
         )
         if dw is not None:
