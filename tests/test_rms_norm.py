@@ -254,12 +254,19 @@ def test_backward_launch_follows_the_columns_a_thread_holds(plan, n_cols, elem_b
 
 @pytest.mark.parametrize(
     ("n_cols", "launch"),
-    [(1024, (4, 6, 1024, 0, True)), (2048, (4, 4, 2048, 0, True)), (4104, (8, 2, 4096, 8, False))],
+    [
+        (1024, (4, 6, 1024, 0, True)),
+        (2048, (4, 4, 2048, 0, True)),
+        (1100, (4, 4, 1024, 128, True)),  # pieces, with the prefetch
+        (4104, (8, 2, 4096, 8, False)),
+    ],
 )
 @pytest.mark.usefixtures("small_pieces")
 def test_backward_launches_by_its_rule(n_cols, launch, device, monkeypatch):
-    """The backward kernel runs with ``_bwd_launch``'s warps and programs per SM, and a
-    row just past a power of two as the pieces of ``plans.block_pieces`` (the forward too)."""
+    """The backward kernel runs with ``_bwd_launch``'s warps, programs per SM and
+    prefetch, and a row just past a power of two as the pieces of
+    ``plans.block_pieces`` (the forward too). One SM: each program walks
+    several rows, so the prefetch carries rows from one step to the next."""
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
     launches = record_launches(monkeypatch, rms_mod)
     check_op("rms_norm", *make_inputs("rms_norm", (37, n_cols), torch.float16, device))

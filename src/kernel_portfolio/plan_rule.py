@@ -48,10 +48,6 @@ BLOCK_WARPS: int | None = None
 #: tails of at most 8, 16 and 32 columns in blocks of 4096, 8192 and 16384.
 PIECE_MIN_BLOCK = 4096
 PIECE_TAIL_DIVISOR = 512
-#: Rows a ``block`` plan's forward program takes
-#: (:func:`kernel_portfolio.plans.forward_programs`): with more than one, a
-#: program loads its next row while it reduces the current one.
-BLOCK_ROWS_PER_PROGRAM = 4
 #: Else ``looped``: rows of at most ``NARROW_MAX_BYTES`` take the narrow chunk
 #: and warps, wider rows the wide ones (0: every row is wide).
 NARROW_MAX_BYTES = 32769 * 2

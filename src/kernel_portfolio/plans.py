@@ -309,19 +309,16 @@ def persistent_programs(n_rows: int, plan: RowPlan, sm_count: int) -> int:
 def forward_programs(n_rows: int, plan: RowPlan, sm_count: int) -> int:
     """Programs to launch for a row forward with a block or looped plan.
 
-    A block plan gives each program ``plan_rule.BLOCK_ROWS_PER_PROGRAM`` rows
-    (the last programs fewer; at most :data:`MAX_GRID` programs, the kernels'
-    row loop takes any rest): the hardware starts a program as another
-    retires, and a program with more than one row loads its next row while it
-    reduces the current one (the kernels' ``PREFETCH``). With one row a
-    program, an H200 A/B against a persistent grid
+    One per row for a block plan (at most :data:`MAX_GRID`; the kernels' row
+    loop takes any rest): the hardware starts a program as another retires.
+    An H200 A/B against a persistent grid
     (``results/h200/checks/row-ab-20261201T0349Z.log``) put it 2.8% ahead on
     the mean. Looped plans take :func:`persistent_programs`. Backwards stay
     persistent: the RMSNorm backward keeps one weight-gradient partial per
     program.
     """
     if plan.kind == "block":
-        return max(1, min(cdiv(n_rows, plan_rule.BLOCK_ROWS_PER_PROGRAM), MAX_GRID))
+        return max(1, min(n_rows, MAX_GRID))
     return persistent_programs(n_rows, plan, sm_count)
 
 

@@ -131,57 +131,15 @@ _RUNTIME_ARGS = [
 
 
 @triton.jit
-def _load_xr(x_row, r_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL: tl.constexpr):
-    """One chunk of ``x`` and of the residual (0.0 without one), in the input dtype."""
-    cols64 = cols.to(tl.int64)
-    x = tl.load(x_row + cols64 * stride_xn, mask=mask, other=0.0)
-    r = 0.0
-    if HAS_RESIDUAL:
-        r = tl.load(r_row + cols64 * stride_rn, mask=mask, other=0.0)
-    return x, r
-
-
-@triton.jit
-def _add_residual(x, r, h_row, cols, mask, HAS_RESIDUAL: tl.constexpr):
-    """``h`` as float32 from loaded ``x`` and ``r``; with a residual, also store ``h``."""
-    if HAS_RESIDUAL:
-        x = (x.to(tl.float32) + r.to(tl.float32)).to(h_row.dtype.element_ty)
-        tl.store(h_row + cols, x, mask=mask)
-    return x.to(tl.float32)
-
-
-@triton.jit
 def _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL: tl.constexpr):
     """One chunk of ``h`` as float32; with a residual, also store ``h`` (input dtype)."""
-    x, r = _load_xr(x_row, r_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL)
-    return _add_residual(x, r, h_row, cols, mask, HAS_RESIDUAL)
-
-
-@triton.jit
-def _load_pieces(
-    x_row,
-    r_row,
-    valid,
-    stride_xn,
-    stride_rn,
-    cols,
-    mask,
-    tail_cols,
-    tail_mask,
-    HAS_RESIDUAL: tl.constexpr,
-    TAIL: tl.constexpr,
-):
-    """A block-plan row as ``(x, r, x_tail, r_tail)`` in the input dtype (0.0 where absent).
-
-    Nothing is loaded unless ``valid``: the prefetch after a program's last row.
-    """
-    x, r = _load_xr(x_row, r_row, cols, mask & valid, stride_xn, stride_rn, HAS_RESIDUAL)
-    x_tail, r_tail = 0.0, 0.0
-    if TAIL > 0:
-        x_tail, r_tail = _load_xr(
-            x_row, r_row, tail_cols, tail_mask & valid, stride_xn, stride_rn, HAS_RESIDUAL
-        )
-    return x, r, x_tail, r_tail
+    cols64 = cols.to(tl.int64)
+    h = tl.load(x_row + cols64 * stride_xn, mask=mask, other=0.0)
+    if HAS_RESIDUAL:
+        r = tl.load(r_row + cols64 * stride_rn, mask=mask, other=0.0)
+        h = (h.to(tl.float32) + r.to(tl.float32)).to(h_row.dtype.element_ty)
+        tl.store(h_row + cols, h, mask=mask)
+    return h.to(tl.float32)
 
 
 @triton.jit
@@ -290,14 +248,11 @@ def _fwd_kernel(
     TAIL: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
-    PREFETCH: tl.constexpr,
 ):
     """Block and looped plans: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
-    The compiler does not software-pipeline the row loop (``num_stages=1``): a
-    looped program re-reads its row from L2. With ``PREFETCH`` (``ONE_CHUNK``
-    only) the loads of a program's next row are issued before its current
-    row's reduction, so they are in flight while it computes and stores.
+    The row loop is not software-pipelined (``num_stages=1``): a block-plan
+    program has one row, and a looped one re-reads its row from L2.
 
     ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row in registers and reads
     the weight after the row's reduction, so the weight is not live across
@@ -316,66 +271,22 @@ def _fwd_kernel(
     if ONE_CHUNK:
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
-        tail_cols, tail_mask = cols, mask  # unused unless TAIL > 0
         if TAIL > 0:
             tail_cols = BLOCK + tl.arange(0, TAIL)
             tail_mask = tail_cols < n_cols
-    first = tl.program_id(0)
-    step = tl.num_programs(0)
-    if PREFETCH:
-        x_next, r_next, xt_next, rt_next = _load_pieces(
-            x_ptr + tl.cast(first, tl.int64) * stride_xm,
-            r_ptr + tl.cast(first, tl.int64) * stride_rm,
-            first < n_rows,
-            stride_xn,
-            stride_rn,
-            cols,
-            mask,
-            tail_cols,
-            tail_mask,
-            HAS_RESIDUAL,
-            TAIL,
-        )
-    for row in tl.range(first, n_rows, step, num_stages=1):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
         r_row = r_ptr + row64 * stride_rm
         h_row = h_ptr + row64 * n_cols
         y_row = y_ptr + row64 * n_cols
         if ONE_CHUNK:
-            if PREFETCH:
-                x, r, x_tail, r_tail = x_next, r_next, xt_next, rt_next
-                x_next, r_next, xt_next, rt_next = _load_pieces(
-                    x_ptr + (row64 + step) * stride_xm,
-                    r_ptr + (row64 + step) * stride_rm,
-                    row64 + step < n_rows,
-                    stride_xn,
-                    stride_rn,
-                    cols,
-                    mask,
-                    tail_cols,
-                    tail_mask,
-                    HAS_RESIDUAL,
-                    TAIL,
-                )
-            else:
-                x, r, x_tail, r_tail = _load_pieces(
-                    x_row,
-                    r_row,
-                    True,
-                    stride_xn,
-                    stride_rn,
-                    cols,
-                    mask,
-                    tail_cols,
-                    tail_mask,
-                    HAS_RESIDUAL,
-                    TAIL,
-                )
-            h = _add_residual(x, r, h_row, cols, mask, HAS_RESIDUAL)
+            h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL)
             ss = tl.sum(h * h, axis=0)
             if TAIL > 0:
-                h_tail = _add_residual(x_tail, r_tail, h_row, tail_cols, tail_mask, HAS_RESIDUAL)
+                h_tail = _load_h(
+                    x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL
+                )
                 ss += tl.sum(h_tail * h_tail, axis=0)
             rstd = tl.rsqrt(ss / n_cols + eps)
             _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
@@ -645,7 +556,9 @@ def _bwd_kernel(
     chunk, its rows, so the chunk's partial ``dweight`` stays in registers and
     is written once. ``ONE_CHUNK`` (block plan) computes ``mean(g * h)`` from
     the row in registers; otherwise it merges the partials of
-    ``_bwd_dot_kernel``. ``TWO_DX`` also stores ``dx`` at ``dx2_ptr``: the
+    ``_bwd_dot_kernel``. With ``PREFETCH`` the loads of a program's next row
+    are issued before its current row's reduction, so they are in flight
+    while it computes and stores. ``TWO_DX`` also stores ``dx`` at ``dx2_ptr``: the
     gradients of ``x`` and of ``residual`` are equal, and autograd needs two
     tensors (one written in the same pass costs a store, a copy later costs a
     load and a store).
@@ -926,7 +839,6 @@ def _forward(
                 STORE_RSTD=rstd is not None,
                 TAIL=tail,
                 ONE_CHUNK=plan.block >= n_cols,
-                PREFETCH=plan.block >= n_cols and programs < n_rows,
                 **consts,
             )
             return

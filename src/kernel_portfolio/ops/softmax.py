@@ -160,24 +160,6 @@ def _write_grad(
         tl.store(dx_row + cols, dx.to(dx_row.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _load_pieces(x_row, valid, stride_xn, cols, mask, tail_cols, tail_mask, TAIL: tl.constexpr):
-    """The row at ``x_row`` as ``(main piece, tail)``, ``-inf`` where masked; the tail
-    is 0.0 when ``TAIL`` is 0.
-
-    Nothing is loaded unless ``valid``: the prefetch after a program's last row.
-    """
-    x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask & valid, other=float("-inf"))
-    x_tail = 0.0
-    if TAIL > 0:
-        x_tail = tl.load(
-            x_row + tail_cols.to(tl.int64) * stride_xn,
-            mask=tail_mask & valid,
-            other=float("-inf"),
-        )
-    return x, x_tail
-
-
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _fwd_block_kernel(
     x_ptr,
@@ -190,15 +172,12 @@ def _fwd_block_kernel(
     BLOCK: tl.constexpr,
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
-    PREFETCH: tl.constexpr,
 ):
     """Block plan, forward: each row is loaded once, reduced in registers, stored once.
 
-    Program ``p`` handles rows ``p, p + programs, ...``
-    (:func:`kernel_portfolio.plans.forward_programs`). With ``PREFETCH`` the
-    loads of a program's next row are issued before its current row's
-    reductions, so they are in flight while it computes and stores. A
-    ``TAIL`` (not 0) is a second piece of the row after its first ``BLOCK``
+    Program ``p`` handles rows ``p, p + programs, ...``: one row when the grid
+    has a program per row (:func:`kernel_portfolio.plans.forward_programs`).
+    A ``TAIL`` (not 0) is a second piece of the row after its first ``BLOCK``
     columns (:func:`kernel_portfolio.plans.block_pieces`).
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
@@ -207,46 +186,20 @@ def _fwd_block_kernel(
     stride_ym = stride_ym // VEC * VEC
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    tail_cols, tail_mask = cols, mask  # unused unless TAIL > 0
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
         tail_mask = tail_cols < n_cols
-    first = tl.program_id(0)
-    step = tl.num_programs(0)
-    if PREFETCH:
-        x_next, tail_next = _load_pieces(
-            x_ptr + tl.cast(first, tl.int64) * stride_xm,
-            first < n_rows,
-            stride_xn,
-            cols,
-            mask,
-            tail_cols,
-            tail_mask,
-            TAIL,
-        )
-    for row in tl.range(first, n_rows, step, num_stages=1):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
-        if PREFETCH:
-            x, x_tail = x_next, tail_next
-            x_next, tail_next = _load_pieces(
-                x_ptr + (row64 + step) * stride_xm,
-                row64 + step < n_rows,
-                stride_xn,
-                cols,
-                mask,
-                tail_cols,
-                tail_mask,
-                TAIL,
-            )
-        else:
-            x, x_tail = _load_pieces(
-                x_ptr + row64 * stride_xm, True, stride_xn, cols, mask, tail_cols, tail_mask, TAIL
-            )
+        x_row = x_ptr + row64 * stride_xm
         y_row = y_ptr + row64 * stride_ym
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
         x = x.to(tl.float32)
         m = tl.max(x, 0)  # an all -inf row: max = -inf, NaN everywhere
         if TAIL > 0:
-            x_tail = x_tail.to(tl.float32)
+            x_tail = tl.load(
+                x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=float("-inf")
+            ).to(tl.float32)
             m = tl.maximum(m, tl.max(x_tail, 0))
         e = tl.exp(x - m)
         s = tl.sum(e, 0)
@@ -511,14 +464,9 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
         if plan.kind in ("block", "looped"):
-            programs = plans.forward_programs(n_rows, plan, plans.sm_count(x.device))
-            if plan.kind == "block":
-                kernel, consts["PREFETCH"] = _fwd_block_kernel, programs < n_rows
-            else:
-                kernel = _fwd_looped_kernel
-            launchable(kernel)[(programs,)](
-                x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts
-            )
+            kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
+            grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
+            launchable(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_max = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
