@@ -52,6 +52,6 @@ PIECE_TAIL_DIVISOR = 512
 #: and warps, wider rows the wide ones (0: every row is wide).
 NARROW_MAX_BYTES = 32769 * 2
 NARROW_CHUNK = 8192
-NARROW_WARPS: int | None = 16
+NARROW_WARPS: int | None = 8
 WIDE_CHUNK = 16384
 WIDE_WARPS: int | None = 16
