@@ -279,15 +279,34 @@ def test_backward_launches_by_its_rule(n_cols, launch, device, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("n_cols", "dtype"),
-    [(1024, "fp16"), (1024, "fp32"), (2048, "fp16"), (4104, "fp16"), (8192, "fp16")],
+    ("n_cols", "dtype", "has_dh"),
+    [
+        (1024, "fp16", False),
+        (1024, "fp32", False),
+        (2048, "fp16", False),
+        (4104, "fp16", False),
+        (8192, "fp16", False),
+        (1024, "fp16", True),
+        (8192, "fp16", True),
+        pytest.param(
+            4096,
+            "fp16",
+            True,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="known: with dh and the prefetch, 144 registers, one 8-warp program "
+                "an SM (NOTES.md, v13)",
+            ),
+        ),
+    ],
 )
-def test_backward_registers_match_the_launch_rule(n_cols, dtype):
+def test_backward_registers_match_the_launch_rule(n_cols, dtype, has_dh):
     """The premise of ``_bwd_launch`` on sm_90 (``ptxas -v``, registers allocated
     per thread in eights): a light program (up to ``BWD_LIGHT_ELEMS`` columns a
     thread) fits the SM's 65536 registers as many times as the rule launches
     per SM, with the prefetch where the rule turns it on; a heavy one takes
-    over 64, and ``BWD_HEAVY_WARPS_PER_SM`` warps of it fit."""
+    over 64, and ``BWD_HEAVY_WARPS_PER_SM`` warps of it fit. ``has_dh``: the
+    residual RMSNorm's backward, which also loads ``dh`` and stores two ``dx``."""
     elem_bytes = 2 if dtype == "fp16" else 4
     plan = plans.choose(1 << 15, n_cols, elem_bytes=elem_bytes, sm_count=plans.CPU_SM_COUNT)
     warps, per_sm, prefetch = rms_mod._bwd_launch(plan, n_cols, elem_bytes)
@@ -298,9 +317,9 @@ def test_backward_registers_match_the_launch_rule(n_cols, dtype):
     pointers = ("dy_ptr", "h_ptr", "w_ptr", "dh_ptr", "dx_ptr", "dx2_ptr")
     runtime |= {name: f"*{dtype}" for name in pointers}
     consts = {"stride_dyn": 1, "stride_hn": 1, "stride_dhn": 1, "HAS_WEIGHT": True}
-    consts |= {"HAS_DH": False, "TWO_DX": False, "BLOCK": block, "TAIL": tail, "ONE_CHUNK": True}
-    consts |= {"VEC": 8 if dtype == "fp16" else 4, "MAX_PARTIALS": plans.MAX_SPLITS}
-    consts |= {"PREFETCH": prefetch}
+    consts |= {"HAS_DH": has_dh, "TWO_DX": has_dh, "BLOCK": block, "TAIL": tail}
+    consts |= {"ONE_CHUNK": True, "VEC": 8 if dtype == "fp16" else 4}
+    consts |= {"MAX_PARTIALS": plans.MAX_SPLITS, "PREFETCH": prefetch}
     (ops,) = global_memory_ops(
         [
             {
