@@ -10,7 +10,7 @@ settings are visited in alternating order so that drift falls on all alike.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import torch
 
@@ -50,3 +50,43 @@ def interleaved_medians(
         for name in names if visit % 2 == 0 else names[::-1]:
             times[name] += timing.time_events(calls[name], SAMPLES, flush=flush, lead_ms=lead_ms)
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def compare_settings(
+    call: Callable[[], object],
+    outputs: Sequence[torch.Tensor],
+    apply: Callable[[Hashable], object],
+    settings: Sequence[Hashable],
+    shipped: Hashable,
+    flush: timing.L2Flusher,
+) -> dict:
+    """Time ``call`` under each setting of one knob; check its outputs against ``shipped``.
+
+    ``apply(setting)`` sets the knob. Each setting runs once first and keeps a
+    copy of ``outputs``; then :func:`interleaved_medians` times them all, with
+    the lead measured under ``shipped``, which is left applied.
+
+    Returns:
+        Per setting, ``(median ms, largest absolute difference of its outputs
+        from the shipped setting's)``.
+    """
+    results = {}
+    for setting in settings:
+        apply(setting)
+        call()
+        results[setting] = [t.clone() for t in outputs]
+    apply(shipped)
+    lead = timing.lead_for(call)
+    calls = {s: (lambda s=s: (apply(s), call())) for s in settings}
+    medians = interleaved_medians(calls, flush, lead)
+    apply(shipped)
+    return {
+        s: (
+            medians[s],
+            max(
+                (a.float() - b.float()).abs().max().item()
+                for a, b in zip(results[s], results[shipped], strict=True)
+            ),
+        )
+        for s in settings
+    }

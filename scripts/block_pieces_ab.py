@@ -25,10 +25,9 @@ from __future__ import annotations
 import statistics
 
 import torch
-from ab_support import interleaved_medians, setup
+from ab_support import compare_settings, setup
 
 from kernel_portfolio import plan_rule, plans
-from kernel_portfolio.bench import timing
 from kernel_portfolio.ops import rms_norm, row_sum, softmax
 
 SETTINGS = (plan_rule.PIECE_TAIL_DIVISOR, 0)
@@ -77,28 +76,15 @@ def _cases(m: int, n: int) -> dict:
 
 def _measure(m: int, n: int, shipped: int, flush, copy_gbps: float, changes: dict) -> None:
     for op, (call, outs, elems) in _cases(m, n).items():
-        results = {}
-        for setting in SETTINGS:
-            _set(setting)
-            call()
-            results[setting] = [t.clone() for t in outs]
-        _set(shipped)
-        lead = timing.lead_for(call)
-        calls = {s: (lambda s=s, call=call: (_set(s), call())) for s in SETTINGS}
-        medians = interleaved_medians(calls, flush, lead)
-        _set(shipped)
+        timed = compare_settings(call, outs, _set, SETTINGS, shipped, flush)
         pieces = plans.block_pieces(n, plans.choose(m, n, elem_bytes=2, sm_count=132).block)
         for setting in SETTINGS:
-            diff = max(
-                (a.float() - b.float()).abs().max().item()
-                for a, b in zip(results[setting], results[shipped], strict=True)
-            )
-            median = medians[setting]
+            median, diff = timed[setting]
             pct = 100 * elems * m * n * 2 / median / 1e6 / copy_gbps
             shown = str(pieces) if setting else "one block"
             row = f"{op:<13} {m}x{n:<7} {setting:>7} {shown:>12} {median * 1e3:>10.1f}"
             print(f"{row} {pct:>6.1f}% {diff:>9.2e}")
-        changes[op].append(medians[0] / medians[shipped] - 1)
+        changes[op].append(timed[0][0] / timed[shipped][0] - 1)
 
 
 def main() -> None:

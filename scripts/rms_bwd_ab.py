@@ -23,10 +23,9 @@ from __future__ import annotations
 import statistics
 
 import torch
-from ab_support import interleaved_medians, setup
+from ab_support import compare_settings, setup
 
 from kernel_portfolio import plans
-from kernel_portfolio.bench import timing
 from kernel_portfolio.ops import rms_norm
 
 SETTINGS = ((32, 16), (0, 0), (32, 32), (16, 16))  # warps per SM: (light, heavy)
@@ -48,22 +47,9 @@ def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) ->
     def call():
         rms_norm._backward(dy, h, w, rstd, None, plan, dx, None, dw)
 
-    outs = {}
+    timed = compare_settings(call, (dx, dw), _set, SETTINGS, shipped, flush)
     for setting in SETTINGS:
-        _set(setting)
-        call()
-        outs[setting] = (dx.clone(), dw.clone())
-    _set(shipped)
-    lead = timing.lead_for(call)
-    calls = {s: (lambda s=s: (_set(s), call())) for s in SETTINGS}
-    medians = interleaved_medians(calls, flush, lead)
-    _set(shipped)
-    for setting in SETTINGS:
-        median = medians[setting]
-        diff = max(
-            (a.float() - b.float()).abs().max().item()
-            for a, b in zip(outs[setting], outs[shipped], strict=True)
-        )
+        median, diff = timed[setting]
         _set(setting)
         warps, per_sm, _ = rms_norm._bwd_launch(plan, n, h.element_size())
         _set(shipped)
@@ -71,7 +57,7 @@ def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) ->
         row = f"{plan.kind} {m}x{n:<17} {str(setting):>8} {warps:>5} {per_sm:>6}"
         row += f" {median * 1e3:>10.1f}"
         print(f"{row} {pct:>6.1f}% {diff:>9.2e}")
-        changes[setting].append(median / medians[shipped] - 1)
+        changes[setting].append(median / timed[shipped][0] - 1)
 
 
 def main() -> None:

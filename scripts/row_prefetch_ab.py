@@ -25,10 +25,9 @@ from __future__ import annotations
 import statistics
 
 import torch
-from ab_support import interleaved_medians, setup
+from ab_support import compare_settings, setup
 
 from kernel_portfolio import plans
-from kernel_portfolio.bench import timing
 from kernel_portfolio.ops import rms_norm
 
 SHAPES = ((32768, 1024), (16384, 2048), (8192, 8192), (32768, 8192), (16384, 4104))
@@ -69,26 +68,13 @@ def main() -> None:
     changes = {}
     for m, n in SHAPES:
         for op, (call, outs, elems) in _cases(m, n).items():
-            results = {}
+            timed = compare_settings(call, outs, _set, settings, shipped, flush)
             for setting in settings:
-                _set(setting)
-                call()
-                results[setting] = [t.clone() for t in outs]
-            _set(shipped)
-            lead = timing.lead_for(call)
-            calls = {s: (lambda s=s, call=call: (_set(s), call())) for s in settings}
-            medians = interleaved_medians(calls, flush, lead)
-            _set(shipped)
-            for setting in settings:
-                diff = max(
-                    (a.float() - b.float()).abs().max().item()
-                    for a, b in zip(results[setting], results[shipped], strict=True)
-                )
-                median = medians[setting]
+                median, diff = timed[setting]
                 pct = 100 * elems * m * n * 2 / median / 1e6 / copy_gbps
                 row = f"{op:<13} {m}x{n:<7} {setting:>4} {median * 1e3:>10.1f}"
                 print(f"{row} {pct:>6.1f}% {diff:>9.2e}")
-            changes.setdefault(op, []).append(medians[0] / medians[shipped] - 1)
+            changes.setdefault(op, []).append(timed[0][0] / timed[shipped][0] - 1)
         torch.cuda.empty_cache()
     print("\nmean change of the median time without the prefetch against the shipped setting:")
     for op, c in changes.items():

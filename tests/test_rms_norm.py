@@ -233,12 +233,7 @@ def test_programs_walk_every_row(max_grid, op, device, monkeypatch):
         (RowPlan("block", 512, 1), 512, 2, (4, 6, True)),
         (RowPlan("block", 2048, 4), 2048, 2, (4, 4, True)),  # 16 a thread: 16 warps per SM
         (RowPlan("block", 4096, 8), 4096, 2, (8, 2, True)),
-        (
-            RowPlan("block", 8192, 8),
-            4104,
-            2,
-            (8, 2, False),
-        ),  # 4096 + 8: warps of 4096, > 16 a thread
+        (RowPlan("block", 8192, 8), 4104, 2, (8, 2, False)),  # 4096 + 8: over 16 a thread
         (RowPlan("block", 8192, 8), 7000, 2, (16, 2, True)),  # one block: the warps of the block
         (RowPlan("block", 8192, 16), 8192, 2, (16, 2, True)),  # one program's worth, at least two
         (RowPlan("block", 8192, 32), 8192, 2, (32, 2, True)),  # a forced plan keeps its warps

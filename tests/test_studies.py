@@ -470,6 +470,28 @@ def test_ab_scripts_visit_settings_in_alternating_order(monkeypatch):
     assert medians == {"a": 1.0, "b": 2.0}
 
 
+def test_ab_settings_are_timed_checked_against_shipped_and_restored(monkeypatch):
+    """``compare_settings``: each setting's median and its outputs' largest difference
+    from the shipped setting's; the shipped setting is applied again at the end."""
+    knob = {"setting": None}
+    out = torch.zeros(3)
+
+    def call():
+        out.fill_({"shipped": 1.0, "other": 1.5}[knob["setting"]])
+        return knob["setting"]
+
+    def fake_time_events(call, samples, *, flush, lead_ms):
+        return [{"shipped": 2.0, "other": 3.0}[call()[1]]] * samples
+
+    monkeypatch.setattr(ab_support.timing, "time_events", fake_time_events)
+    monkeypatch.setattr(ab_support.timing, "lead_for", lambda call: 0.0)
+    timed = ab_support.compare_settings(
+        call, (out,), lambda s: knob.update(setting=s), ("other", "shipped"), "shipped", None
+    )
+    assert timed == {"shipped": (2.0, 0.0), "other": (3.0, 0.5)}
+    assert knob["setting"] == "shipped"
+
+
 def test_auto_rule_is_the_committed_fit():
     """``plan_rule`` holds the rule fitted in results/h200/chunk_rules_fit.json.
 
