@@ -124,6 +124,7 @@ for spec in json.loads(sys.argv[1]):
             cmd += ["-o", f"{tmp}/k.o"]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
         ops.add("registers." + re.search(r"Used (\d+) registers", out).group(1))
+        ops.add("spills." + re.search(r"(\d+) bytes spill stores", out).group(1))
     print(json.dumps(sorted(ops)))
 """
 
@@ -142,7 +143,8 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     and ``cp.async.<bytes>`` for each size of asynchronous global-to-shared
     copy (the pipelined loads of a GEMM): ``cp.async.16`` is a 16-byte load.
     A spec with ``"registers": True`` also gets ``registers.<n>``: the
-    registers per thread that ``ptxas -v`` reports for sm_90a.
+    registers per thread that ``ptxas -v`` reports for sm_90a, and
+    ``spills.<n>``: the bytes it spills to local memory (stores).
     """
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(

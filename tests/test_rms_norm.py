@@ -283,6 +283,7 @@ def test_backward_launches_by_its_rule(n_cols, launch, device, monkeypatch):
         (8192, "fp16", False),
         (1024, "fp16", True),
         (8192, "fp16", True),
+        (8192, "fp32", False),
         pytest.param(
             4096,
             "fp16",
@@ -293,15 +294,26 @@ def test_backward_launches_by_its_rule(n_cols, launch, device, monkeypatch):
                 "an SM (NOTES.md, v13)",
             ),
         ),
+        pytest.param(
+            8192,
+            "fp32",
+            True,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="known: with dh and the prefetch, 128 registers and 20 bytes spilled "
+                "(NOTES.md, v13)",
+            ),
+        ),
     ],
 )
 def test_backward_registers_match_the_launch_rule(n_cols, dtype, has_dh):
     """The premise of ``_bwd_launch`` on sm_90 (``ptxas -v``, registers allocated
-    per thread in eights): a light program (up to ``BWD_LIGHT_ELEMS`` columns a
-    thread) fits the SM's 65536 registers as many times as the rule launches
-    per SM, with the prefetch where the rule turns it on; a heavy one takes
-    over 64, and ``BWD_HEAVY_WARPS_PER_SM`` warps of it fit. ``has_dh``: the
-    residual RMSNorm's backward, which also loads ``dh`` and stores two ``dx``."""
+    per thread in eights): nothing spills to local memory; a light program (up
+    to ``BWD_LIGHT_ELEMS`` columns a thread) fits the SM's 65536 registers as
+    many times as the rule launches per SM, with the prefetch where the rule
+    turns it on; a heavy one takes over 64, and ``BWD_HEAVY_WARPS_PER_SM``
+    warps of it fit. ``has_dh``: the residual RMSNorm's backward, which also
+    loads ``dh`` and stores two ``dx``."""
     elem_bytes = 2 if dtype == "fp16" else 4
     plan = plans.choose(1 << 15, n_cols, elem_bytes=elem_bytes, sm_count=plans.CPU_SM_COUNT)
     warps, per_sm, prefetch = rms_mod._bwd_launch(plan, n_cols, elem_bytes)
@@ -329,6 +341,8 @@ def test_backward_registers_match_the_launch_rule(n_cols, dtype, has_dh):
         ]
     )
     (registers,) = (int(op.split(".")[1]) for op in ops if op.startswith("registers."))
+    (spilled,) = (int(op.split(".")[1]) for op in ops if op.startswith("spills."))
+    assert spilled == 0, (registers, spilled)
     fit = 65536 // (-(-registers // 8) * 8 * 32 * warps)  # programs of this kernel per SM
     if block + tail <= rms_mod.BWD_LIGHT_ELEMS * 32 * warps:
         assert fit >= per_sm, (registers, fit, per_sm)
