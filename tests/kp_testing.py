@@ -6,6 +6,7 @@ Each one is itself tested against a deliberately broken kernel
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -93,16 +94,107 @@ def record_launches(monkeypatch, module) -> list[tuple[str, tuple, dict]]:
     return launches
 
 
+#: Triton's name of each tensor dtype, in a pointer type (``*fp16``).
+_TRITON_DTYPES = {
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+    torch.float32: "fp32",
+    torch.float64: "fp64",
+    torch.int64: "i64",
+    torch.int32: "i32",
+}
+
+
+def captured_launches(monkeypatch, modules, call) -> list[dict]:
+    """The kernel launches ``call()`` makes through ``modules``' ``launchable``, unrun.
+
+    Returns one :func:`global_memory_ops` spec a launch (with ``"registers"``),
+    holding its kernel, its argument ``values``, ``num_warps``, ``maxnreg``
+    and a ``grid``. A tensor's value is its pointer type and whether its
+    address is 16-byte aligned; a runtime integer's is a representative of
+    what Triton specialises on (1, a multiple of 16, other; and 64-bit), so
+    equal specs compile to the same code. The kernels do not run, so ``call``
+    may launch on full size CPU tensors; their outputs stay as allocated.
+    """
+    specs = []
+
+    class Capturing:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                params = inspect.signature(self.kernel.fn).parameters
+                values = dict(zip(params, args, strict=False))
+                values |= {name: value for name, value in kwargs.items() if name in params}
+                for name, value in values.items():
+                    if isinstance(value, torch.Tensor):
+                        pointer = "*" + _TRITON_DTYPES[value.dtype]
+                        values[name] = {"pointer": pointer, "aligned": value.data_ptr() % 16 == 0}
+                    elif type(value) is int and "constexpr" not in str(params[name].annotation):
+                        wide = 0 if -(2**31) <= value < 2**31 else 2**32
+                        values[name] = 1 if value == 1 else wide + (16 if value % 16 == 0 else 17)
+                specs.append(
+                    {
+                        "module": self.kernel.fn.__module__,
+                        "kernel": self.kernel.fn.__name__,
+                        "values": {name: values.get(name) for name in params},
+                        "num_warps": kwargs.get("num_warps", 4),
+                        "maxnreg": kwargs.get("maxnreg"),
+                        "grid": list(grid),
+                        "registers": True,
+                    }
+                )
+
+            return launch
+
+    for module in modules:
+        monkeypatch.setattr(module, "launchable", Capturing)
+    call()
+    return specs
+
+
 _COMPILE_FOR_SM90 = r"""
 import importlib, json, re, subprocess, sys, tempfile
 import triton
-from triton.backends.compiler import GPUTarget
+from triton._C.libtriton import native_specialize_impl
+from triton.backends.compiler import BaseBackend, GPUTarget
 from triton.compiler import ASTSource
 from kernel_portfolio.arch import ptxas_for
+
+
+def specialized(fn, values):
+    # As Triton's launcher: an int 1 becomes a constexpr, a multiple of 16
+    # (or a 16-byte aligned pointer) gets tt.divisibility, unless the kernel
+    # says do_not_specialize.
+    signature, consts, aligned = {}, {}, []
+    for p in fn.params:
+        value = values[p.name]
+        if p.is_constexpr:
+            consts[p.name] = value
+        elif isinstance(value, dict):  # a tensor
+            signature[p.name] = value["pointer"]
+            if value["aligned"]:
+                aligned.append(p.name)
+        else:
+            kind, key = native_specialize_impl(
+                BaseBackend, value, False, not p.do_not_specialize,
+                not p.do_not_specialize_on_alignment,
+            )
+            if kind == "constexpr":
+                consts[p.name] = value
+            else:
+                signature[p.name] = kind
+                if key == "D":
+                    aligned.append(p.name)
+    return signature, consts, aligned
+
 
 sys.path.insert(0, sys.argv[2])  # the tests folder: test modules may hold kernels too
 for spec in json.loads(sys.argv[1]):
     fn = getattr(importlib.import_module(spec["module"]), spec["kernel"])
+    if "values" in spec:
+        spec["signature"], spec["constexprs"], spec["aligned"] = specialized(fn, spec["values"])
     attrs = {
         (fn.arg_names.index(a),): [["tt.divisibility", 16]]
         for a in spec["aligned"]
@@ -111,7 +203,7 @@ for spec in json.loads(sys.argv[1]):
     signature = {n: spec["signature"].get(n, "constexpr") for n in fn.arg_names}
     consts = {n: v for n, v in spec["constexprs"].items() if n in fn.arg_names}
     source = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
-    options = {k: spec[k] for k in ("num_warps", "num_stages") if k in spec}
+    options = {k: spec[k] for k in ("num_warps", "num_stages", "maxnreg") if spec.get(k)}
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
     ops = set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx))
     copies = re.findall(r"cp\.async\.\w+\.shared\.global[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*[,;]", ptx)
@@ -135,10 +227,13 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     Each spec names ``module``, ``kernel``, a ``signature`` of its runtime
     arguments (``{"x_ptr": "*fp16", "n_cols": "i32"}``), its ``constexprs``,
     the pointers Triton may take as 16-byte ``aligned`` (as it does for fresh
-    torch tensors), ``num_warps`` and optionally ``num_stages``; names the
-    kernel lacks (in the signature, the constexprs and ``aligned``) are
-    ignored. The compiles run in a child process without
-    ``TRITON_INTERPRET``, using the ptxas bundled with triton; no GPU.
+    torch tensors), ``num_warps`` and optionally ``num_stages`` and
+    ``maxnreg``; names the kernel lacks (in the signature, the constexprs and
+    ``aligned``) are ignored. A spec from :func:`captured_launches` gives
+    the launch's argument ``values`` instead of the signature, constexprs and
+    ``aligned``, and is specialised as Triton's launcher would. The compiles
+    run in a child process without ``TRITON_INTERPRET``, using the ptxas
+    bundled with triton; no GPU.
     Returns, per spec, the distinct PTX opcodes such as ``ld.global.v4.b32``,
     and ``cp.async.<bytes>`` for each size of asynchronous global-to-shared
     copy (the pipelined loads of a GEMM): ``cp.async.16`` is a 16-byte load.

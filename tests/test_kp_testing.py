@@ -13,10 +13,11 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from kp_testing import REL_TOL, assert_matches, global_memory_ops, poison
+from kp_testing import REL_TOL, assert_matches, captured_launches, global_memory_ops, poison
 
 import kernel_portfolio as kp
 from kernel_portfolio import plans, reference
+from kernel_portfolio.ops import row_sum
 from kernel_portfolio.ops.softmax import _launch_backward, _launch_forward
 
 pytestmark = [
@@ -188,6 +189,28 @@ def test_global_memory_ops_sees_scalar_loads_where_alignment_is_unknown():
     )
     assert "ld.global.b16" in runtime and "ld.global.v4.b32" not in runtime
     assert "ld.global.v4.b32" in known and "ld.global.b16" not in known
+
+
+def test_captured_launches_compile_as_the_launcher_specialises(monkeypatch):
+    """A launch is captured, not run, and compiles as Triton's launcher would
+    specialise it: a 16-byte aligned row gives 16-byte loads; the same rows one
+    element past the allocation's start give 2-byte loads."""
+    base = torch.randn(64 * 1024 + 1, dtype=torch.float16)
+    out = poison(torch.empty(64, dtype=torch.float16))
+    plan = plans.choose_for(base[:-1].view(64, 1024))
+    (aligned, shifted) = (
+        captured_launches(monkeypatch, [row_sum], lambda x=x: row_sum._launch_row_sum(x, out, plan))
+        for x in (base[:-1].view(64, 1024), base[1:].view(64, 1024))
+    )
+    assert torch.isnan(out).all()  # nothing ran
+    assert len(aligned) == len(shifted) == 1 and aligned[0]["kernel"] == "_block_kernel"
+    values = aligned[0]["values"]
+    assert values["x_ptr"] == {"pointer": "*fp16", "aligned": True}
+    assert shifted[0]["values"]["x_ptr"] == {"pointer": "*fp16", "aligned": False}
+    assert values["stride_xm"] == 16 and values["BLOCK"] == plan.block  # 1024: a class
+    ops_aligned, ops_shifted = global_memory_ops([aligned[0], shifted[0]])
+    assert "ld.global.v4.b32" in ops_aligned and "ld.global.b16" not in ops_aligned
+    assert "ld.global.b16" in ops_shifted and "ld.global.v4.b32" not in ops_shifted
 
 
 def test_tolerance_follows_the_rounding_of_subnormal_outputs():
