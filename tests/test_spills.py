@@ -1,4 +1,4 @@
-"""No row-operator kernel spills registers on sm_90a (``ptxas -v``, compiled on the CPU).
+"""What the row-operator kernels spill on sm_90a (``ptxas -v``, compiled on the CPU).
 
 A spill parks a thread's values in local memory inside a row loop, where each
 one costs a load and a store per row. The test starts every launcher of the
@@ -82,7 +82,7 @@ def _launchers(x: torch.Tensor, dy: torch.Tensor) -> dict:
     }
 
 
-def test_no_kernel_spills(monkeypatch):
+def test_spilled_bytes_are_the_known_ones(monkeypatch):
     monkeypatch.setattr(plans, "sm_count", lambda _device: 132)  # an H200's
     launches, specs = [], {}
     for shape, dtype in _shapes():
