@@ -71,6 +71,21 @@ def views_past_2_31(device, dtype: torch.dtype = torch.float16):
     return rows, cols
 
 
+def _intercept_launches(monkeypatch, modules, on_launch) -> None:
+    """Replace ``launchable`` in ``modules``: each launch becomes a call of
+    ``on_launch(kernel, grid, args, kwargs)``, whose result it returns."""
+
+    class Intercepted:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: on_launch(self.kernel, grid, args, kwargs)
+
+    for module in modules:
+        monkeypatch.setattr(module, "launchable", Intercepted)
+
+
 def record_launches(monkeypatch, module) -> list[tuple[str, tuple, dict]]:
     """Record every kernel launch of ``module`` (an ``ops`` module), then run it.
 
@@ -79,18 +94,11 @@ def record_launches(monkeypatch, module) -> list[tuple[str, tuple, dict]]:
     """
     launches, launchable = [], module.launchable
 
-    class Recording:
-        def __init__(self, kernel):
-            self.kernel = kernel
+    def record_and_run(kernel, grid, args, kwargs):
+        launches.append((kernel.fn.__name__, tuple(grid), kwargs))
+        return launchable(kernel)[grid](*args, **kwargs)
 
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                launches.append((self.kernel.fn.__name__, tuple(grid), kwargs))
-                return launchable(self.kernel)[grid](*args, **kwargs)
-
-            return launch
-
-    monkeypatch.setattr(module, "launchable", Recording)
+    _intercept_launches(monkeypatch, [module], record_and_run)
     return launches
 
 
@@ -118,38 +126,30 @@ def captured_launches(monkeypatch, modules, call) -> list[dict]:
     """
     specs = []
 
-    class Capturing:
-        def __init__(self, kernel):
-            self.kernel = kernel
+    def capture(kernel, grid, args, kwargs):
+        params = inspect.signature(kernel.fn).parameters
+        values = dict(zip(params, args, strict=False))
+        values |= {name: value for name, value in kwargs.items() if name in params}
+        for name, value in values.items():
+            if isinstance(value, torch.Tensor):
+                pointer = "*" + _TRITON_DTYPES[value.dtype]
+                values[name] = {"pointer": pointer, "aligned": value.data_ptr() % 16 == 0}
+            elif type(value) is int and "constexpr" not in str(params[name].annotation):
+                wide = 0 if -(2**31) <= value < 2**31 else 2**32
+                values[name] = 1 if value == 1 else wide + (16 if value % 16 == 0 else 17)
+        specs.append(
+            {
+                "module": kernel.fn.__module__,
+                "kernel": kernel.fn.__name__,
+                "values": {name: values.get(name) for name in params},
+                "num_warps": kwargs.get("num_warps", 4),
+                "maxnreg": kwargs.get("maxnreg"),
+                "grid": list(grid),
+                "registers": True,
+            }
+        )
 
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                params = inspect.signature(self.kernel.fn).parameters
-                values = dict(zip(params, args, strict=False))
-                values |= {name: value for name, value in kwargs.items() if name in params}
-                for name, value in values.items():
-                    if isinstance(value, torch.Tensor):
-                        pointer = "*" + _TRITON_DTYPES[value.dtype]
-                        values[name] = {"pointer": pointer, "aligned": value.data_ptr() % 16 == 0}
-                    elif type(value) is int and "constexpr" not in str(params[name].annotation):
-                        wide = 0 if -(2**31) <= value < 2**31 else 2**32
-                        values[name] = 1 if value == 1 else wide + (16 if value % 16 == 0 else 17)
-                specs.append(
-                    {
-                        "module": self.kernel.fn.__module__,
-                        "kernel": self.kernel.fn.__name__,
-                        "values": {name: values.get(name) for name in params},
-                        "num_warps": kwargs.get("num_warps", 4),
-                        "maxnreg": kwargs.get("maxnreg"),
-                        "grid": list(grid),
-                        "registers": True,
-                    }
-                )
-
-            return launch
-
-    for module in modules:
-        monkeypatch.setattr(module, "launchable", Capturing)
+    _intercept_launches(monkeypatch, modules, capture)
     call()
     return specs
 
