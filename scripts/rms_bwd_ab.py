@@ -51,10 +51,10 @@ def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) ->
     for setting in SETTINGS:
         median, diff = timed[setting]
         _set(setting)
-        warps, per_sm, _ = rms_norm._bwd_launch(plan, n, h.element_size())
+        launch = rms_norm._bwd_launch(plan, n, h.element_size(), False)
         _set(shipped)
         pct = 100 * 3 * m * n * h.element_size() / median / 1e6 / copy_gbps
-        row = f"{plan.kind} {m}x{n:<17} {str(setting):>8} {warps:>5} {per_sm:>6}"
+        row = f"{plan.kind} {m}x{n:<17} {str(setting):>8} {launch.warps:>5} {launch.per_sm:>6}"
         row += f" {median * 1e3:>10.1f}"
         print(f"{row} {pct:>6.1f}% {diff:>9.2e}")
         changes[setting].append(median / timed[shipped][0] - 1)
