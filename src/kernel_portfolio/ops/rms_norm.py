@@ -415,28 +415,17 @@ def _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn):
 
 
 @triton.jit
-def _load_grad_row(
-    dy_ptr,
-    h_ptr,
-    rstd_ptr,
-    row64,
-    valid,
-    stride_dym,
-    stride_dyn,
-    stride_hm,
-    stride_hn,
-    cols,
-    mask,
-    tail_cols,
-    tail_mask,
-    TAIL: tl.constexpr,
-):
+def _load_grad_row(source, piece, row64, valid, TAIL: tl.constexpr):
     """Row ``row64`` of the backward: ``(dy, h, dy_tail, h_tail, rstd)``.
 
-    ``dy`` and ``h`` in the input dtype (the tails 0.0 when ``TAIL`` is 0),
-    ``rstd`` float32. Nothing is loaded unless ``valid``: the prefetch after a
-    program's last row.
+    ``source`` is ``(dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn,
+    stride_hm, stride_hn)`` and ``piece`` the columns ``(cols, mask, tail_cols,
+    tail_mask)``. ``dy`` and ``h`` in the input dtype (the tails 0.0 when
+    ``TAIL`` is 0), ``rstd`` float32. Nothing is loaded unless ``valid``: the
+    prefetch after a program's last row.
     """
+    dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn = source
+    cols, mask, tail_cols, tail_mask = piece
     dy_row = dy_ptr + row64 * stride_dym
     h_row = h_ptr + row64 * stride_hm
     dy, h = _load_grad(dy_row, h_row, cols, mask & valid, stride_dyn, stride_hn)
@@ -550,6 +539,7 @@ def _bwd_kernel(
     VEC: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
     PREFETCH: tl.constexpr,
+    WEIGHT_EACH_ROW: tl.constexpr,
 ):
     """Backward: ``dx`` for every row, and one float32 partial ``dweight`` row per program.
 
@@ -560,7 +550,9 @@ def _bwd_kernel(
     the row in registers; otherwise it merges the partials of
     ``_bwd_dot_kernel``. With ``PREFETCH`` the loads of a program's next row
     are issued before its current row's reduction, so they are in flight
-    while it computes and stores. ``TWO_DX`` also stores ``dx`` at ``dx2_ptr``: the
+    while it computes and stores. ``WEIGHT_EACH_ROW`` loads the weight's chunk
+    for every row (from cache) instead of holding it across the rows, which
+    frees registers a wide row needs. ``TWO_DX`` also stores ``dx`` at ``dx2_ptr``: the
     gradients of ``x`` and of ``residual`` are equal, and autograd needs two
     tensors (one written in the same pass costs a store, a copy later costs a
     load and a store).
@@ -576,7 +568,8 @@ def _bwd_kernel(
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
+        if not WEIGHT_EACH_ROW:
+            w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
         dw = tl.zeros([BLOCK], dtype=tl.float32)
         tail_cols, tail_mask = cols, mask  # unused unless TAIL > 0
         if TAIL > 0:
@@ -587,45 +580,19 @@ def _bwd_kernel(
         # With PREFETCH the loop loads row + n_parts and works on the row loaded
         # one iteration earlier (the first before the loop); without, row itself.
         ahead = n_parts if PREFETCH else 0
+        source = (dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn)
+        piece = (cols, mask, tail_cols, tail_mask)
         if PREFETCH:
-            loaded = _load_grad_row(
-                dy_ptr,
-                h_ptr,
-                rstd_ptr,
-                tl.cast(part, tl.int64),
-                part < n_rows,
-                stride_dym,
-                stride_dyn,
-                stride_hm,
-                stride_hn,
-                cols,
-                mask,
-                tail_cols,
-                tail_mask,
-                TAIL,
-            )
+            loaded = _load_grad_row(source, piece, tl.cast(part, tl.int64), part < n_rows, TAIL)
         for row in tl.range(part, n_rows, n_parts, num_stages=1):
             row64 = tl.cast(row, tl.int64)
-            current = _load_grad_row(
-                dy_ptr,
-                h_ptr,
-                rstd_ptr,
-                row64 + ahead,
-                row64 + ahead < n_rows,
-                stride_dym,
-                stride_dyn,
-                stride_hm,
-                stride_hn,
-                cols,
-                mask,
-                tail_cols,
-                tail_mask,
-                TAIL,
-            )
+            current = _load_grad_row(source, piece, row64 + ahead, row64 + ahead < n_rows, TAIL)
             if PREFETCH:
                 current, loaded = loaded, current
             dy, h, dy_tail, h_tail, rstd = current
             dy, h = dy.to(tl.float32), h.to(tl.float32)
+            if WEIGHT_EACH_ROW:
+                w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
             if ONE_CHUNK:
                 gh = tl.sum(dy * w * h, axis=0)
                 if TAIL > 0:
@@ -743,6 +710,12 @@ BWD_PREFETCH_WARPS_PER_SM = 24
 #: registers a thread on sm_90 (``ptxas -v``, float16: one program an SM),
 #: float32 at 16 warps spilled 120 bytes (1680 with ``dh``).
 BWD_CHUNK_ELEMS = 16
+#: Up to ``BWD_WEIGHT_HELD_ELEMS`` columns a thread a backward program holds
+#: its weight chunk (float32) across its rows; a wider row (a block plan's 32
+#: columns a thread, float16 rows of 8193-16384 columns) loads it again for
+#: every row, from cache. On sm_90 (``ptxas -v``) 4096x12288 float16 then
+#: spills 48 bytes a thread instead of 168 (80 instead of 196 with ``dh``).
+BWD_WEIGHT_HELD_ELEMS = 16
 #: Elements per tile of the ``dweight`` reduction, and its warps.
 REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
@@ -763,6 +736,8 @@ class BwdLaunch(NamedTuple):
     #: Registers a thread may take (``maxnreg``): what lets the programs the
     #: rule counts on reside together on an SM of 65536.
     max_registers: int
+    #: Whether a program loads the weight for every row instead of holding it.
+    weight_each_row: bool
 
 
 def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool) -> BwdLaunch:
@@ -773,8 +748,9 @@ def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool)
     (a row of 7000 float16 columns in an 8192 block: 16 warps, not 8), and at
     least ``BWD_MIN_WARPS``; other plans walk their rows in chunks of at most
     ``BWD_CHUNK_ELEMS`` columns a thread. The columns a thread holds set the
-    programs that reside per SM, the prefetch of the next row, and the register
-    cap that lets them reside (module constants above).
+    programs that reside per SM, the prefetch of the next row, the register cap
+    that lets them reside, and whether the weight is held across rows (module
+    constants above).
     """
     block, tail = _pieces(n_cols, plan)
     warps = plan.num_warps
@@ -793,7 +769,8 @@ def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool)
     resident = max(1, resident)
     max_registers = min(255, 65536 // (32 * warps * resident) // 8 * 8)
     per_sm = max(BWD_PROGRAMS_PER_SM, resident)
-    return BwdLaunch(block, tail, warps, per_sm, prefetch, max_registers)
+    weight_each_row = block > BWD_WEIGHT_HELD_ELEMS * 32 * warps
+    return BwdLaunch(block, tail, warps, per_sm, prefetch, max_registers, weight_each_row)
 
 
 def _pieces(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
@@ -958,6 +935,7 @@ def _backward(
             MAX_PARTIALS=plans.MAX_SPLITS,
             TAIL=launch.tail,
             PREFETCH=launch.prefetch,
+            WEIGHT_EACH_ROW=launch.weight_each_row,
             maxnreg=launch.max_registers,
             **consts,
         )
