@@ -228,7 +228,7 @@ def test_programs_walk_every_row(max_grid, op, device, monkeypatch):
 # Launches: (block, tail, warps, programs per SM, prefetch, register cap, weight
 # each row). Light programs (8 columns a thread) six an SM with the prefetch;
 # heavy ones (16) 16 warps an SM, at least two programs; 96 bytes a thread
-# with dh still prefetch, 4104 with dh and float32 8192 do not; a forced plan
+# with dh still prefetch, 4104 with dh, float32 8192 and a split row do not; a forced plan
 # keeps its warps; a looped row goes in chunks of half the plan's; a block row
 # of 32 columns a thread loads the weight each row.
 @pytest.mark.parametrize(
@@ -247,7 +247,7 @@ def test_programs_walk_every_row(max_grid, op, device, monkeypatch):
         (RowPlan("block", 8192, 32), 8192, 2, False, (8192, 0, 32, 2, True, 64, False)),
         (RowPlan("looped", 8192, 8), 20000, 2, False, (4096, 0, 8, 2, True, 128, False)),
         (RowPlan("looped", 16384, 16), 1 << 17, 4, True, (8192, 0, 16, 2, False, 128, False)),
-        (RowPlan("split", 4096, 16, 8), 100000, 2, False, (4096, 0, 16, 2, True, 128, False)),
+        (RowPlan("split", 4096, 16, 8), 100000, 2, False, (4096, 0, 16, 2, False, 64, False)),
         (RowPlan("block", 16384, 16), 16384, 2, True, (16384, 0, 16, 2, False, 128, True)),
     ],
     ids=str,
@@ -265,7 +265,7 @@ def test_backward_launch_follows_the_bytes_a_thread_holds(plan, n_cols, elem_byt
         ("auto", (37, 1100), (4, 4, 1024, 128, True, 128)),  # pieces, with the prefetch
         ("auto", (37, 4104), (8, 2, 4096, 8, True, 128)),
         (RowPlan("looped", 4096, 4), (5, 9000), (4, 4, 2048, 0, True, 128)),  # half its chunk
-        (RowPlan("split", 4096, 4, 2), (5, 9000), (4, 2, 2048, 0, True, 128)),
+        (RowPlan("split", 4096, 4, 2), (5, 9000), (4, 2, 2048, 0, False, 128)),
     ],
     ids=str,
 )
@@ -275,7 +275,8 @@ def test_backward_launches_by_its_rule(plan, shape, launch, device, monkeypatch)
     chunk, prefetch and register cap: a row just past a power of two as the
     pieces of ``plans.block_pieces`` (the forward too), a looped or split row
     in chunks of half the plan's. One SM: each program walks several rows, so
-    the prefetch carries rows from one step to the next."""
+    the prefetch carries rows from one step to the next (a split row's never
+    prefetches)."""
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
     launches = record_launches(monkeypatch, rms_mod)
     check_op("rms_norm", *make_inputs("rms_norm", shape, torch.float16, device), plan=plan)

@@ -700,7 +700,9 @@ BWD_MIN_WARPS = 4
 #: 4104 float16 and 8 warps 128 (163 uncapped); float32 16 columns a thread
 #: would spill (128 bytes: 20 with ``dh``). A light program with the prefetch
 #: takes 72-80 registers (1024 columns, 4 warps), so ``BWD_PREFETCH_WARPS_PER_SM``
-#: warps of it reside.
+#: warps of it reside. A split plan never prefetches: its few rows leave a
+#: program one or two, and the prefetch would only cost the residency (on the
+#: H200 64x131072 float16 ran 12-15% slower with it).
 BWD_PREFETCH_BYTES = 96
 BWD_PREFETCH_WARPS_PER_SM = 24
 #: Most columns a thread of one chunk where the backward walks a row in several
@@ -761,7 +763,7 @@ def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool)
         while block > BWD_CHUNK_ELEMS * 32 * warps:
             block //= 2
     per_thread = (block + tail) / (32 * warps)
-    prefetch = (2 + has_dh) * per_thread * elem_bytes <= BWD_PREFETCH_BYTES
+    prefetch = plan.kind != "split" and (2 + has_dh) * per_thread * elem_bytes <= BWD_PREFETCH_BYTES
     if per_thread <= BWD_LIGHT_ELEMS:
         resident = (BWD_PREFETCH_WARPS_PER_SM if prefetch else BWD_WARPS_PER_SM) // warps
     else:
