@@ -405,11 +405,46 @@ def _fwd_split_kernel(
 
 @triton.jit
 def _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn):
-    """One chunk of ``dy`` and ``h``, as float32."""
+    """One chunk of ``dy`` and ``h``, in the input dtype."""
     cols64 = cols.to(tl.int64)
     dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0)
     h = tl.load(h_row + cols64 * stride_hn, mask=mask, other=0.0)
-    return dy.to(tl.float32), h.to(tl.float32)
+    return dy, h
+
+
+@triton.jit
+def _load_grad_row(
+    dy_ptr,
+    h_ptr,
+    rstd_ptr,
+    row64,
+    valid,
+    stride_dym,
+    stride_dyn,
+    stride_hm,
+    stride_hn,
+    cols,
+    mask,
+    tail_cols,
+    tail_mask,
+    TAIL: tl.constexpr,
+):
+    """Row ``row64`` of the backward: ``(dy, h, dy_tail, h_tail, rstd)``.
+
+    ``dy`` and ``h`` in the input dtype (the tails 0.0 when ``TAIL`` is 0),
+    ``rstd`` float32. Nothing is loaded unless ``valid``: the prefetch after a
+    program's last row.
+    """
+    dy_row = dy_ptr + row64 * stride_dym
+    h_row = h_ptr + row64 * stride_hm
+    dy, h = _load_grad(dy_row, h_row, cols, mask & valid, stride_dyn, stride_hn)
+    dy_tail, h_tail = 0.0, 0.0
+    if TAIL > 0:
+        dy_tail, h_tail = _load_grad(
+            dy_row, h_row, tail_cols, tail_mask & valid, stride_dyn, stride_hn
+        )
+    rstd = tl.load(rstd_ptr + row64, mask=valid, other=0.0)
+    return dy, h, dy_tail, h_tail, rstd
 
 
 @triton.jit
@@ -477,6 +512,7 @@ def _bwd_dot_kernel(
         cols = c0 + tl.arange(0, BLOCK)
         mask = cols < n_cols
         dy, h = _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn)
+        dy, h = dy.to(tl.float32), h.to(tl.float32)
         if HAS_WEIGHT:
             dy = dy * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         acc += dy * h
@@ -511,6 +547,7 @@ def _bwd_kernel(
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """Backward: ``dx`` for every row, and one float32 partial ``dweight`` row per program.
 
@@ -519,7 +556,9 @@ def _bwd_kernel(
     chunk, its rows, so the chunk's partial ``dweight`` stays in registers and
     is written once. ``ONE_CHUNK`` (block plan) computes ``mean(g * h)`` from
     the row in registers; otherwise it merges the partials of
-    ``_bwd_dot_kernel``. ``TWO_DX`` also stores ``dx`` at ``dx2_ptr``: the
+    ``_bwd_dot_kernel``. With ``PREFETCH`` the loads of a program's next row
+    are issued before its current row's reduction, so they are in flight
+    while it computes and stores. ``TWO_DX`` also stores ``dx`` at ``dx2_ptr``: the
     gradients of ``x`` and of ``residual`` are equal, and autograd needs two
     tensors (one written in the same pass costs a store, a copy later costs a
     load and a store).
@@ -537,23 +576,71 @@ def _bwd_kernel(
         mask = cols < n_cols
         w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
         dw = tl.zeros([BLOCK], dtype=tl.float32)
+        tail_cols, tail_mask = cols, mask  # unused unless TAIL > 0
         if TAIL > 0:
             tail_cols = c0 + BLOCK + tl.arange(0, TAIL)
             tail_mask = tail_cols < n_cols
             w_tail = _load_weight(w_ptr, tail_cols, tail_mask, HAS_WEIGHT)
             dw_tail = tl.zeros([TAIL], dtype=tl.float32)
-        for row in tl.range(part, n_rows, n_parts):
+        if PREFETCH:
+            dy_n, h_n, dyt_n, ht_n, rstd_n = _load_grad_row(
+                dy_ptr,
+                h_ptr,
+                rstd_ptr,
+                tl.cast(part, tl.int64),
+                part < n_rows,
+                stride_dym,
+                stride_dyn,
+                stride_hm,
+                stride_hn,
+                cols,
+                mask,
+                tail_cols,
+                tail_mask,
+                TAIL,
+            )
+        for row in tl.range(part, n_rows, n_parts, num_stages=1):
             row64 = tl.cast(row, tl.int64)
-            dy_row = dy_ptr + row64 * stride_dym
-            h_row = h_ptr + row64 * stride_hm
-            dy, h = _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn)
-            rstd = tl.load(rstd_ptr + row64)
+            if PREFETCH:
+                dy, h, dy_tail, h_tail, rstd = dy_n, h_n, dyt_n, ht_n, rstd_n
+                dy_n, h_n, dyt_n, ht_n, rstd_n = _load_grad_row(
+                    dy_ptr,
+                    h_ptr,
+                    rstd_ptr,
+                    row64 + n_parts,
+                    row64 + n_parts < n_rows,
+                    stride_dym,
+                    stride_dyn,
+                    stride_hm,
+                    stride_hn,
+                    cols,
+                    mask,
+                    tail_cols,
+                    tail_mask,
+                    TAIL,
+                )
+            else:
+                dy, h, dy_tail, h_tail, rstd = _load_grad_row(
+                    dy_ptr,
+                    h_ptr,
+                    rstd_ptr,
+                    row64,
+                    True,
+                    stride_dym,
+                    stride_dyn,
+                    stride_hm,
+                    stride_hn,
+                    cols,
+                    mask,
+                    tail_cols,
+                    tail_mask,
+                    TAIL,
+                )
+            dy, h = dy.to(tl.float32), h.to(tl.float32)
             if ONE_CHUNK:
                 gh = tl.sum(dy * w * h, axis=0)
                 if TAIL > 0:
-                    dy_tail, h_tail = _load_grad(
-                        dy_row, h_row, tail_cols, tail_mask, stride_dyn, stride_hn
-                    )
+                    dy_tail, h_tail = dy_tail.to(tl.float32), h_tail.to(tl.float32)
                     gh += tl.sum(dy_tail * w_tail * h_tail, axis=0)
                 mean_gh = gh / n_cols
             else:
@@ -646,19 +733,30 @@ BWD_PROGRAMS_PER_SM = 2
 #: two (:func:`kernel_portfolio.plans.warps_for`), the backward holds four
 #: values a column and takes at least four.
 BWD_MIN_WARPS = 4
+#: Up to ``BWD_PREFETCH_ELEMS`` columns a thread (0: never), the backward's row
+#: loop loads a program's next row (``dy``, ``h``, ``rstd``) before it reduces
+#: the current one (the kernel's ``PREFETCH``). The loads in flight cost
+#: registers: on sm_90, 8192 float16 columns and 16 warps take 119 instead of
+#: 109 (``ptxas -v``), still one program per SM; 32 columns a thread would not
+#: fit the 128 a 16-warp program may take. A light program with the prefetch
+#: takes 72 (1024 float16 columns, 4 warps) or 80 (float32), so
+#: ``BWD_PREFETCH_WARPS_PER_SM`` warps of it reside.
+BWD_PREFETCH_ELEMS = 16
+BWD_PREFETCH_WARPS_PER_SM = 24
 #: Elements per tile of the ``dweight`` reduction, and its warps.
 REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
 
 
-def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int) -> tuple[int, int]:
-    """``(warps, programs per SM)`` of the backward kernel under ``plan``.
+def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int) -> tuple[int, int, bool]:
+    """``(warps, programs per SM, prefetch)`` of the backward kernel under ``plan``.
 
     A block plan's backward takes the warps of its main block
     (:func:`kernel_portfolio.plans.block_pieces`) when the row derives fewer
     (a row of 7000 float16 columns in an 8192 block: 16 warps, not 8), and at
     least ``BWD_MIN_WARPS``. The programs per SM follow from the columns a
-    thread holds (module constants above).
+    thread holds, and so does the prefetch of the next row (module constants
+    above).
     """
     main, tail = _pieces(n_cols, plan)
     warps = plan.num_warps
@@ -666,8 +764,12 @@ def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int) -> tuple[int,
         warps = max(warps, plans.warps_for(main, elem_bytes))
     warps = max(BWD_MIN_WARPS, warps)
     light = main + tail <= BWD_LIGHT_ELEMS * 32 * warps
-    per_sm = (BWD_WARPS_PER_SM if light else BWD_HEAVY_WARPS_PER_SM) // warps
-    return warps, max(BWD_PROGRAMS_PER_SM, per_sm)
+    prefetch = main + tail <= BWD_PREFETCH_ELEMS * 32 * warps
+    if light:
+        per_sm = (BWD_PREFETCH_WARPS_PER_SM if prefetch else BWD_WARPS_PER_SM) // warps
+    else:
+        per_sm = BWD_HEAVY_WARPS_PER_SM // warps
+    return warps, max(BWD_PROGRAMS_PER_SM, per_sm), prefetch
 
 
 def _pieces(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
@@ -793,7 +895,7 @@ def _backward(
     chunks_per_split, n_split = _split(n_cols, plan)
     one_chunk = plan.kind != "split" and plan.block >= n_cols
     sms = plans.sm_count(h.device)
-    warps, per_sm = _bwd_launch(plan, n_cols, h.element_size())
+    warps, per_sm, prefetch = _bwd_launch(plan, n_cols, h.element_size())
     n_parts = min(n_rows, max(1, plans.cdiv(per_sm * sms, n_split)))
     f32 = {"dtype": torch.float32, "device": h.device}
     dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
@@ -829,6 +931,7 @@ def _backward(
             ONE_CHUNK=one_chunk,
             MAX_PARTIALS=plans.MAX_SPLITS,
             TAIL=tail,
+            PREFETCH=prefetch,
             **consts,
         )
         if dw is not None:
