@@ -498,6 +498,7 @@ table = pd.DataFrame(
 display(HTML(table.to_html(index=False)))
 
 split_bad = causes.get("right kind (split), chunk or warps", [])
+wrong_kind = causes.get("wrong kind", [])
 wider = [k for k in split_bad if fitting.parse_impl(cells[1][k].best)[1] > rule.split_chunk]
 narrower = [k for k in split_bad if fitting.parse_impl(cells[1][k].best)[1] < rule.split_chunk]
 worst = max(bad, key=lambda k: held_out["fitted", k][2])
@@ -507,9 +508,39 @@ if wider and narrower:
     directions = f"{len(wider)} want a wider chunk, {len(narrower)} a narrower one"
 else:
     directions = f"all {len(split_bad)} want a {'wider' if wider else 'narrower'} one"
-# The text below relies on these.
-assert 2 * len(split_bad) > len(bad) and (wider or narrower)
+
+
+def kinds_at(keys: list, table: dict) -> str:
+    """The plan kinds of ``table``'s picks in these cells, as words."""
+    return " or ".join(sorted({fitting.parse_impl(table[k])[0] for k in keys}))
+
+
+# The text below relies on these: split cells with the wrong chunk are among the
+# badly served, wanting it one way or the other, and the worst cell's two picks
+# are plans of one kind.
+assert split_bad and (wider or narrower) and len(split_bad) + len(wrong_kind) == len(bad)
 assert fitting.parse_impl(lookup_pick)[0] == fitting.parse_impl(worst_pick)[0]
+sentences = [
+    f"Of the {len(bad)} badly served cells, {len(split_bad)} are split cells where the rule's "
+    f"one split chunk, {rule.split_chunk} columns, is the wrong one: {directions}."
+]
+if wrong_kind:
+    rows = sorted({k[2] for k in wrong_kind})
+    picks = {k: held_out["fitted", k][1] for k in wrong_kind}
+    bests = {k: cells[1][k].best for k in wrong_kind}
+    unsplit = kinds_at(wrong_kind, bests) == "split" and "split" not in kinds_at(wrong_kind, picks)
+    why = (
+        f" (the rule splits up to {rule.split_rows_per_sm * SM_COUNT:g} rows, "
+        f"{rule.split_rows_per_sm:g} times the {SM_COUNT} SMs; the fit also tried a threshold "
+        f"of {max(rows)} rows, and on run 1, the run it fits, it did not come out ahead)"
+        if unsplit
+        else ""
+    )
+    sentences.append(
+        f"The other {len(wrong_kind)} get the wrong kind of plan, at "
+        f"{', '.join(map(str, rows))} rows: the rule takes {kinds_at(wrong_kind, picks)} "
+        f"where {kinds_at(wrong_kind, bests)} is fastest{why}."
+    )
 repeatable = [k for k in split_bad if held_out["lookup", k][2] <= 100 * fitting.BAD_REGRET]
 assert repeatable
 if len(repeatable) == len(split_bad):
@@ -528,9 +559,7 @@ else:
     )
 display(
     Markdown(
-        f"Most badly served cells ({len(split_bad)} of {len(bad)}) are split cells where the "
-        f"rule's one split chunk, {rule.split_chunk} columns, is the wrong one: {directions}. "
-        "The worst: "
+        " ".join(sentences) + " The worst: "
         f"{OP_NAMES[worst[0]]} {MODE_NAMES[worst[1]]}, {worst[2]} rows of {worst[3]}, where "
         f"the rule's `{worst_pick}` has a regret of "
         f"{quote(FIT_ID, worst_id, 'metrics.regret_pct', impl='fitted')} on run 2, and run 1's "
