@@ -602,10 +602,13 @@ display(
     Markdown(
         f"Of the {len(split_cells)} cells where a split plan was fastest in run 2, the chunk "
         f"that covers the slice is within a tenth of the fastest in {by_slice}; the rule's "
-        f"fixed {rule.split_chunk} in {by_rule}. A split chunk chosen from `N / S`, as the "
-        "looped plan's already depends on the width, is the change a next fit should try: "
-        "a new family in `scripts/chunk_rules_fit.py` and in `plans.choose`, fitted on one "
-        "run and scored on the other like this one, before `plan_rule.py` takes it."
+        f"fixed {rule.split_chunk} in {by_rule}. But `S` follows the row count, so a chunk "
+        "chosen from `N / S` would too, and the chunk is a compile-time size: a new batch "
+        "size could compile another kernel, which the operators promise not to do (the "
+        "specialization case study). A split chunk per band of widths, as the looped plan "
+        "has, keeps that promise and is the family a next fit should try: a new family in "
+        "`scripts/chunk_rules_fit.py` and in `plans.choose`, fitted on one run and scored on "
+        "the other like this one, before `plan_rule.py` takes it."
     )
 )
 
