@@ -205,10 +205,7 @@ for spec in json.loads(sys.argv[1]):
     source = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
     options = {k: spec[k] for k in ("num_warps", "num_stages", "maxnreg") if spec.get(k)}
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
-    ops = set()
-    for op in re.findall(r"(?:ld|st)\.global[.:\w]*", ptx):
-        ops.add(re.sub(r"\.L[12]::\w+", "", op))  # ld.global.L1::evict_first.L2::... .v4.b32
-        ops |= {f"{op[:2]}.{policy}" for policy in re.findall(r"\.L1::(\w+)", op)}
+    ops = set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx))
     copies = re.findall(r"cp\.async\.\w+\.shared\.global[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*[,;]", ptx)
     ops |= {f"cp.async.{int(n, 0)}" for n in copies}
     if spec.get("registers"):  # ptxas -v: the assembler Triton itself runs (arch.ptxas_for)
@@ -237,9 +234,7 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     ``aligned``, and is specialised as Triton's launcher would. The compiles
     run in a child process without ``TRITON_INTERPRET``, using the ptxas
     bundled with triton; no GPU.
-    Returns, per spec, the distinct PTX opcodes such as ``ld.global.v4.b32``
-    (cache qualifiers dropped), ``ld.<policy>`` for each eviction policy the
-    loads carry (``ld.evict_first``),
+    Returns, per spec, the distinct PTX opcodes such as ``ld.global.v4.b32``,
     and ``cp.async.<bytes>`` for each size of asynchronous global-to-shared
     copy (the pipelined loads of a GEMM): ``cp.async.16`` is a 16-byte load.
     A spec with ``"registers": True`` also gets ``registers.<n>``: the

@@ -659,35 +659,9 @@ def test_block_plan_rows_load_16_bytes_in_40_registers(has_residual):
         ]
     )
     assert "ld.global.v4.b32" in ops and "st.global.v4.b32" in ops, ops
-    assert not any(op.endswith(".b16") or op.startswith(("cp.async", "ld.evict")) for op in ops)
+    assert not any(op.endswith(".b16") or op.startswith("cp.async") for op in ops), ops
     (registers,) = (int(op.split(".")[1]) for op in ops if op.startswith("registers."))
     assert registers <= 40, registers
-
-
-@pytest.mark.parametrize("has_residual", [False, True])
-def test_looped_forward_loads_carry_eviction_policies(has_residual):
-    """The looped forward on sm_90: ``evict_last`` on the first pass over an ``x``
-    that the second pass reads again, ``evict_first`` where a load is a row's
-    last (with a residual both passes: the second reads ``h``)."""
-    runtime = {"n_rows": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
-    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
-    runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
-    consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
-    consts |= {"STORE_RSTD": False, "BLOCK": 4096, "TAIL": 0, "ONE_CHUNK": False, "VEC": 8}
-    (ops,) = global_memory_ops(
-        [
-            {
-                "module": "kernel_portfolio.ops.rms_norm",
-                "kernel": "_fwd_kernel",
-                "signature": runtime,
-                "constexprs": consts,
-                "aligned": ["x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr"],
-                "num_warps": 16,
-            }
-        ]
-    )
-    want = {"ld.evict_first"} if has_residual else {"ld.evict_first", "ld.evict_last"}
-    assert {op for op in ops if op.startswith("ld.evict")} == want, ops
 
 
 # ---------------------------------------------------------------------------

@@ -202,7 +202,6 @@ def test_contiguous_rows_compile_to_16_byte_loads():
     for spec, ops in zip(specs, compiled, strict=True):
         assert "ld.global.v4.b32" in ops, (spec["kernel"], ops)
         assert "ld.global.b16" not in ops, (spec["kernel"], ops)
-        assert {op for op in ops if op.startswith("ld.evict")} == {"ld.evict_first"}, ops
 
 
 def test_custom_op_schema_and_autograd_registration(device):

@@ -133,25 +133,12 @@ _RUNTIME_ARGS = [
 
 
 @triton.jit
-def _load_h(
-    x_row,
-    r_row,
-    h_row,
-    cols,
-    mask,
-    stride_xn,
-    stride_rn,
-    HAS_RESIDUAL: tl.constexpr,
-    EVICT: tl.constexpr,
-):
-    """One chunk of ``h`` as float32; with a residual, also store ``h`` (input dtype).
-
-    ``EVICT`` is the loads' eviction policy (see :func:`_fwd_kernel`).
-    """
+def _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL: tl.constexpr):
+    """One chunk of ``h`` as float32; with a residual, also store ``h`` (input dtype)."""
     cols64 = cols.to(tl.int64)
-    h = tl.load(x_row + cols64 * stride_xn, mask=mask, other=0.0, eviction_policy=EVICT)
+    h = tl.load(x_row + cols64 * stride_xn, mask=mask, other=0.0)
     if HAS_RESIDUAL:
-        r = tl.load(r_row + cols64 * stride_rn, mask=mask, other=0.0, eviction_policy=EVICT)
+        r = tl.load(r_row + cols64 * stride_rn, mask=mask, other=0.0)
         h = (h.to(tl.float32) + r.to(tl.float32)).to(h_row.dtype.element_ty)
         tl.store(h_row + cols, h, mask=mask)
     return h.to(tl.float32)
@@ -169,14 +156,12 @@ def _sum_squares(
     n_cols,
     HAS_RESIDUAL: tl.constexpr,
     BLOCK: tl.constexpr,
-    EVICT: tl.constexpr,
 ):
     """First pass over the chunks in ``[start, end)``: the sum of ``h * h``."""
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, EVICT)
+        h = _load_h(x_row, r_row, h_row, cols, cols < n_cols, stride_xn, stride_rn, HAS_RESIDUAL)
         acc += h * h
     return tl.sum(acc, axis=0)
 
@@ -195,7 +180,6 @@ def _normalise(
     HAS_RESIDUAL: tl.constexpr,
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
-    EVICT: tl.constexpr,
 ):
     """Second pass over ``[start, end)``, last chunk first: re-read ``h``, write ``y``.
 
@@ -207,10 +191,9 @@ def _normalise(
         cols = start + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
         if HAS_RESIDUAL:
-            h = tl.load(h_row + cols, mask=mask, other=0.0, eviction_policy=EVICT)
+            h = tl.load(h_row + cols, mask=mask, other=0.0)
         else:
-            h_ptrs = x_row + cols.to(tl.int64) * stride_xn
-            h = tl.load(h_ptrs, mask=mask, other=0.0, eviction_policy=EVICT)
+            h = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0)
         y = h.to(tl.float32) * rstd
         if HAS_WEIGHT:
             y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
@@ -282,15 +265,6 @@ def _fwd_kernel(
     A ``TAIL`` (not 0, ``ONE_CHUNK`` only) is a second piece of the row after
     its first ``BLOCK`` columns (:func:`kernel_portfolio.plans.block_pieces`).
     ``rstd_ptr`` is written only when ``STORE_RSTD``.
-
-    A looped plan's loads carry eviction policies: ``evict_first`` for data
-    read for the last time (``x`` and the residual with a residual, whose
-    second pass reads ``h``; the second pass), ``evict_last`` for the first
-    pass over an ``x`` that the second reads again. On the H200
-    (``results/h200/checks/load-policy-ab-20261202T0614Z.log``, branch
-    ``v18``) 1024x131072 float16 went from 192.6 to 188.9 us, 318.0 to 303.9
-    with a residual. The block and split plans keep the default: there the
-    same hints made the forwards up to 5% slower.
     """
     # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
     n_cols = n_cols // VEC * VEC
@@ -309,19 +283,11 @@ def _fwd_kernel(
         h_row = h_ptr + row64 * n_cols
         y_row = y_ptr + row64 * n_cols
         if ONE_CHUNK:
-            h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, "")
+            h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL)
             ss = tl.sum(h * h, axis=0)
             if TAIL > 0:
                 h_tail = _load_h(
-                    x_row,
-                    r_row,
-                    h_row,
-                    tail_cols,
-                    tail_mask,
-                    stride_xn,
-                    stride_rn,
-                    HAS_RESIDUAL,
-                    "",
+                    x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL
                 )
                 ss += tl.sum(h_tail * h_tail, axis=0)
             rstd = tl.rsqrt(ss / n_cols + eps)
@@ -330,17 +296,7 @@ def _fwd_kernel(
                 _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
         else:
             ss = _sum_squares(
-                x_row,
-                r_row,
-                h_row,
-                stride_xn,
-                stride_rn,
-                0,
-                n_cols,
-                n_cols,
-                HAS_RESIDUAL,
-                BLOCK,
-                "evict_first" if HAS_RESIDUAL else "evict_last",
+                x_row, r_row, h_row, stride_xn, stride_rn, 0, n_cols, n_cols, HAS_RESIDUAL, BLOCK
             )
             rstd = tl.rsqrt(ss / n_cols + eps)
             if HAS_RESIDUAL:
@@ -359,7 +315,6 @@ def _fwd_kernel(
                 HAS_RESIDUAL,
                 HAS_WEIGHT,
                 BLOCK,
-                "evict_first",
             )
         if STORE_RSTD:
             tl.store(rstd_ptr + row64, rstd)
@@ -398,7 +353,6 @@ def _fwd_partial_kernel(
         n_cols,
         HAS_RESIDUAL,
         BLOCK,
-        "",
     )
     tl.store(ss_ptr + row64 * tl.num_programs(1) + tl.program_id(1), ss)
 
@@ -448,7 +402,6 @@ def _fwd_split_kernel(
         HAS_RESIDUAL,
         HAS_WEIGHT,
         BLOCK,
-        "",
     )
 
 

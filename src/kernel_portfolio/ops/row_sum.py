@@ -31,15 +31,6 @@ width and row strides are runtime arguments Triton does not specialise, so a
 new batch size never recompiles; rows are read in place through
 ``(stride_xm, stride_xn)`` or, when the leading dimensions do not collapse,
 after one copy (:func:`kernel_portfolio.plans.as_rows`).
-
-Every load is ``evict_first``: the kernels only stream their rows through
-the L2, so the lines they bring in are the first it gives up, and a row
-sum does not evict (and write back) the dirty lines its predecessors left
-there. On the H200 with the L2 left dirty, as the harness's flush leaves it
-(``results/h200/checks/load-policy-ab-20261202T0614Z.log``, branch ``v18``),
-16384x8192 float16 went from 89.4% to 94.0% of copy and 8192x8192 from 75.8%
-to 86.5%; in the softmax and RMSNorm kernels, which also write, the same hint
-made most block plans slower (see ``ops/NOTES.md``, v18).
 """
 
 from __future__ import annotations
@@ -75,12 +66,7 @@ def _chunked_sum(x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr):
     acc = tl.zeros((BLOCK,), tl.float32)
     for c in range(n_chunks):
         cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(
-            x_row + cols.to(tl.int64) * stride_xn,
-            mask=cols < n_cols,
-            other=0.0,
-            eviction_policy="evict_first",
-        )
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < n_cols, other=0.0)
         acc += x.to(tl.float32)
     return tl.sum(acc, 0)
 
@@ -115,16 +101,10 @@ def _block_kernel(
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
-        x = tl.load(
-            x_row + cols.to(tl.int64) * stride_xn,
-            mask=mask,
-            other=0.0,
-            eviction_policy="evict_first",
-        )
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0)
         total = tl.sum(x.to(tl.float32), 0)
         if TAIL > 0:
-            tail_ptrs = x_row + tail_cols.to(tl.int64) * stride_xn
-            x_tail = tl.load(tail_ptrs, mask=tail_mask, other=0.0, eviction_policy="evict_first")
+            x_tail = tl.load(x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=0.0)
             total += tl.sum(x_tail.to(tl.float32), 0)
         tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
 

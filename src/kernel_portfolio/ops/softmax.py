@@ -103,23 +103,13 @@ def _shift_for(m):
 
 
 @triton.jit
-def _online_max_sum(
-    x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr, EVICT: tl.constexpr
-):
-    """Running ``(max, sum of exp(x - max))`` over ``n_chunks`` chunks from ``col0``.
-
-    ``EVICT`` is the loads' eviction policy (see the looped kernels).
-    """
+def _online_max_sum(x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr):
+    """Running ``(max, sum of exp(x - max))`` over ``n_chunks`` chunks from ``col0``."""
     m = tl.full((), float("-inf"), tl.float32)
     s = tl.zeros((), tl.float32)
     for c in range(n_chunks):
         cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(
-            x_row + cols.to(tl.int64) * stride_xn,
-            mask=cols < n_cols,
-            other=float("-inf"),
-            eviction_policy=EVICT,
-        )
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < n_cols, other=float("-inf"))
         x = x.to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, 0))
         shift = _shift_for(m_new)
@@ -129,9 +119,7 @@ def _online_max_sum(
 
 
 @triton.jit
-def _write_probs(
-    x_row, stride_xn, y_row, m, s, col0, n_chunks, n_cols, BLOCK: tl.constexpr, EVICT: tl.constexpr
-):
+def _write_probs(x_row, stride_xn, y_row, m, s, col0, n_chunks, n_cols, BLOCK: tl.constexpr):
     """Reread ``n_chunks`` chunks from ``col0``, last first, and write ``exp(x - m) / s``.
 
     Last first: the chunks read last by the first pass are the likeliest to
@@ -140,66 +128,34 @@ def _write_probs(
     for c in range(n_chunks):
         cols = col0 + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        x = tl.load(
-            x_row + cols.to(tl.int64) * stride_xn,
-            mask=mask,
-            other=float("-inf"),
-            eviction_policy=EVICT,
-        )
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
         y = tl.exp(x.to(tl.float32) - m) / s
         tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _load_y_dy(y_row, stride_yn, dy_row, stride_dyn, cols, mask, EVICT: tl.constexpr):
-    """``y`` and ``dy`` at ``cols`` of a row, in float32, loaded with eviction policy ``EVICT``."""
-    cols64 = cols.to(tl.int64)
-    y = tl.load(y_row + cols64 * stride_yn, mask=mask, other=0.0, eviction_policy=EVICT)
-    dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0, eviction_policy=EVICT)
-    return y.to(tl.float32), dy.to(tl.float32)
-
-
-@triton.jit
-def _row_dot(
-    y_row,
-    stride_yn,
-    dy_row,
-    stride_dyn,
-    col0,
-    n_chunks,
-    n_cols,
-    BLOCK: tl.constexpr,
-    EVICT: tl.constexpr,
-):
+def _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, n_chunks, n_cols, BLOCK: tl.constexpr):
     """``sum(y * dy)`` over ``n_chunks`` chunks from ``col0``, in float32."""
     acc = tl.zeros((BLOCK,), tl.float32)
     for c in range(n_chunks):
         cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        y, dy = _load_y_dy(y_row, stride_yn, dy_row, stride_dyn, cols, mask, EVICT)
+        y = tl.load(y_row + cols.to(tl.int64) * stride_yn, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
         acc += y * dy
     return tl.sum(acc, 0)
 
 
 @triton.jit
 def _write_grad(
-    y_row,
-    stride_yn,
-    dy_row,
-    stride_dyn,
-    dx_row,
-    dot,
-    col0,
-    n_chunks,
-    n_cols,
-    BLOCK: tl.constexpr,
-    EVICT: tl.constexpr,
+    y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, n_chunks, n_cols, BLOCK: tl.constexpr
 ):
     """Reread ``n_chunks`` chunks from ``col0``, last first, and write ``y * (dy - dot)``."""
     for c in range(n_chunks):
         cols = col0 + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        y, dy = _load_y_dy(y_row, stride_yn, dy_row, stride_dyn, cols, mask, EVICT)
+        y = tl.load(y_row + cols.to(tl.int64) * stride_yn, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
         dx = y * (dy - dot)
         tl.store(dx_row + cols, dx.to(dx_row.dtype.element_ty), mask=mask)
 
@@ -266,15 +222,7 @@ def _fwd_looped_kernel(
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
 ):
-    """Looped plan, forward: online (max, sum) over the row's chunks, then a write pass.
-
-    The first pass loads ``evict_last`` and the second ``evict_first``: the
-    first asks the L2 to keep the row for the second, which reads it for the
-    last time. On the H200 (``results/h200/checks/load-policy-ab-20261202T0614Z.log``,
-    branch ``v18``) 1024x131072 float16 went from 211.6 to 193.7 us, the
-    backward's from 335.3 to 289.8; the split and block plans, whose rows
-    are in L2 or in registers for the second use, kept the default policy.
-    """
+    """Looped plan, forward: online (max, sum) over the row's chunks, then a write pass."""
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
     stride_ym = stride_ym // VEC * VEC
@@ -282,9 +230,8 @@ def _fwd_looped_kernel(
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         x_row = x_ptr + row64 * stride_xm
-        m, s = _online_max_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK, "evict_last")
-        y_row = y_ptr + row64 * stride_ym
-        _write_probs(x_row, stride_xn, y_row, m, s, 0, n_chunks, n_cols, BLOCK, "evict_first")
+        m, s = _online_max_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK)
+        _write_probs(x_row, stride_xn, y_ptr + row64 * stride_ym, m, s, 0, n_chunks, n_cols, BLOCK)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
@@ -306,7 +253,7 @@ def _fwd_split_stats_kernel(
     k = tl.program_id(1)
     col0 = k * chunks_per_split * BLOCK
     x_row = x_ptr + row * stride_xm
-    m, s = _online_max_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK, "")
+    m, s = _online_max_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK)
     slot = row * tl.num_programs(1) + k
     tl.store(max_ptr + slot, m)
     tl.store(sum_ptr + slot, s)
@@ -342,8 +289,9 @@ def _fwd_split_write_kernel(
     s = tl.sum(part_sum * tl.exp(part_max - m), 0)
     col0 = k * chunks_per_split * BLOCK
     x_row = x_ptr + row * stride_xm
-    y_row = y_ptr + row * stride_ym
-    _write_probs(x_row, stride_xn, y_row, m, s, col0, chunks_per_split, n_cols, BLOCK, "")
+    _write_probs(
+        x_row, stride_xn, y_ptr + row * stride_ym, m, s, col0, chunks_per_split, n_cols, BLOCK
+    )
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -410,10 +358,7 @@ def _bwd_looped_kernel(
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
 ):
-    """Looped plan, backward: a dot-product pass over the row's chunks, then a write pass.
-
-    Eviction policies as in :func:`_fwd_looped_kernel`.
-    """
+    """Looped plan, backward: a dot-product pass over the row's chunks, then a write pass."""
     n_cols = n_cols // VEC * VEC
     stride_ym = stride_ym // VEC * VEC
     stride_dym = stride_dym // VEC * VEC
@@ -423,23 +368,9 @@ def _bwd_looped_kernel(
         row64 = tl.cast(row, tl.int64)
         y_row = y_ptr + row64 * stride_ym
         dy_row = dy_ptr + row64 * stride_dym
-        dot = _row_dot(
-            y_row, stride_yn, dy_row, stride_dyn, 0, n_chunks, n_cols, BLOCK, "evict_last"
-        )
+        dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, 0, n_chunks, n_cols, BLOCK)
         dx_row = dx_ptr + row64 * stride_dxm
-        _write_grad(
-            y_row,
-            stride_yn,
-            dy_row,
-            stride_dyn,
-            dx_row,
-            dot,
-            0,
-            n_chunks,
-            n_cols,
-            BLOCK,
-            "evict_first",
-        )
+        _write_grad(y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, 0, n_chunks, n_cols, BLOCK)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
@@ -465,7 +396,7 @@ def _bwd_split_dot_kernel(
     col0 = k * chunks_per_split * BLOCK
     y_row = y_ptr + row * stride_ym
     dy_row = dy_ptr + row * stride_dym
-    dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, chunks_per_split, n_cols, BLOCK, "")
+    dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, chunks_per_split, n_cols, BLOCK)
     tl.store(dot_ptr + row * tl.num_programs(1) + k, dot)
 
 
@@ -501,7 +432,7 @@ def _bwd_split_write_kernel(
     dy_row = dy_ptr + row * stride_dym
     dx_row = dx_ptr + row * stride_dxm
     _write_grad(
-        y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, chunks_per_split, n_cols, BLOCK, ""
+        y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, chunks_per_split, n_cols, BLOCK
     )
 
 
