@@ -478,3 +478,15 @@ def test_frame_is_tidy(saved):
     assert set(ratios.baseline) == {"torch", "compile", "liger", "cublas"}
     with pytest.raises(KeyError, match="no case"):
         res.case("softmax/fwd/1x1/float16")
+
+
+def test_repository_tracks_no_symbolic_links():
+    """A tracked link (a worktree's link to a local folder of wheels, say) replaces
+    that folder on checkout: the GPU calls then carry the link and lose what it held."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-s"], capture_output=True, text=True, check=True
+    ).stdout
+    links = [line.split("\t", 1)[1] for line in listed.splitlines() if line.startswith("120000")]
+    assert not links, links
