@@ -438,6 +438,23 @@ def test_cli_without_gpu_exits_2_with_one_line(no_gpu, capsys):
     _one_line_error(capsys, ["env"], "no CUDA GPU")
 
 
+def test_cli_refuses_to_run_without_a_baseline_it_compares(capsys, monkeypatch):
+    """A suite that names Liger-Kernel does not start where it does not import,
+    unless the run says so; a selection without Liger cases starts either way."""
+    from kernel_portfolio.bench import env
+
+    started = []
+    monkeypatch.setattr(env, "require_gpu", lambda hint="": None)
+    monkeypatch.setattr(runner, "run_suite", lambda *args, **kwargs: started.append(args[1]))
+    monkeypatch.setitem(sys.modules, "liger_kernel", None)  # its import raises ImportError
+    _one_line_error(capsys, ["bench", "--suite", "smoke"], "do not import: liger (")
+    assert not started
+    assert main(["bench", "--suite", "smoke", "--allow-missing", "liger"]) == 0
+    assert main(["bench", "--filter", "op=add"]) == 0
+    assert len(started) == 2 and len(started[0]) == 3
+    assert started[1] and all(case.op == "add" for case in started[1])
+
+
 def test_cli_user_mistakes(no_gpu, capsys):
     _one_line_error(capsys, ["bench", "--suite", "nope"], "unknown suite 'nope'")
     _one_line_error(capsys, ["bench", "--filter", "op=sofmax"], "matches no case")
@@ -516,6 +533,9 @@ def test_env_capture_without_nvml_or_smi(monkeypatch):
     validate(data)  # the block has every field the schema requires
     assert block["driver"] is None and block["memory_clock_mhz"] is None
     assert block["sm_count"] == 132 and block["l2_bytes"] == 62914560
+    assert block["liger_kernel"] == env._version("liger-kernel")  # the baseline's version
+    assert env._version("torch") == torch.__version__
+    assert env._version("no-such-distribution") is None
     assert env.gpu_state(props) == dict.fromkeys(
         ("utilization_pct", "sm_clock_mhz", "mem_clock_mhz", "temperature_c")
     )

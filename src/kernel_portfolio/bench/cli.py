@@ -16,6 +16,9 @@ import sys
 
 from kernel_portfolio.cli import UserError
 
+#: Baselines that are packages of their own: implementation name -> what to install.
+OPTIONAL_BASELINES = {"liger": "Liger-Kernel: pip install -e '.[bench]'"}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``bench``, ``env`` and ``results`` to the ``kp`` command."""
@@ -39,6 +42,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     bench.add_argument("--visits", type=int, help="visits per case (default: the suite's)")
     bench.add_argument("--seed", type=int, default=0, help="seed of inputs and visit order")
+    bench.add_argument(
+        "--allow-missing",
+        action="append",
+        default=[],
+        choices=OPTIONAL_BASELINES,
+        metavar="BASELINE",
+        help="run although this baseline does not import here (its cases record it as "
+        "skipped); without it a run refuses to start: "
+        + ", ".join(f"{k} ({v})" for k, v in OPTIONAL_BASELINES.items()),
+    )
     bench.set_defaults(func=_bench)
 
     env = sub.add_parser("env", help="print the environment block a result records")
@@ -64,6 +77,21 @@ def _list() -> int:
     return 0
 
 
+def _missing_baselines(cases, allowed: list[str]) -> list[str]:
+    """The selected cases' optional baselines that do not import, unless ``allowed``.
+
+    A run without one would save its cases with that baseline skipped, and the
+    pages would compare ours with fewer libraries than the suite names.
+    """
+    missing = []
+    if "liger" not in allowed and any("liger" in case.impls for case in cases):
+        try:
+            import liger_kernel  # noqa: F401
+        except ImportError as err:
+            missing.append(f"liger ({type(err).__name__}: {err})")
+    return missing
+
+
 def _bench(args: argparse.Namespace) -> int:
     from kernel_portfolio.bench.suites import SUITES, parse_filter, select
 
@@ -87,6 +115,13 @@ def _bench(args: argparse.Namespace) -> int:
     from kernel_portfolio.bench.env import require_gpu
 
     require_gpu("; --dry-run plans the run without one")
+    missing = _missing_baselines(cases, args.allow_missing)
+    if missing:
+        raise UserError(
+            f"baselines of the selected cases do not import: {'; '.join(missing)}. Install "
+            "them (" + "; ".join(OPTIONAL_BASELINES.values()) + ") or pass --allow-missing "
+            "NAME to record them as skipped"
+        )
     from kernel_portfolio.bench.runner import run_suite
 
     run_suite(

@@ -7,6 +7,7 @@ recorded as ``None``, never guessed.
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 import re
 import shutil
@@ -131,6 +132,14 @@ def gpu_state(props) -> dict:
     }
 
 
+def _version(distribution: str) -> str | None:
+    """An installed distribution's version (a baseline's), or None where it is not installed."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def capture_env(props) -> dict:
     """The ``env`` block of a result for the GPU described by ``props``."""
     import torch
@@ -165,6 +174,7 @@ def capture_env(props) -> dict:
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "triton": triton_version,
+        "liger_kernel": _version("liger-kernel"),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "executable": sys.executable,

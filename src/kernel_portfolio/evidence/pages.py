@@ -195,7 +195,7 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
             "software",
             ", ".join(
                 f"{k} {_esc(env[k])}"
-                for k in ("driver", "cuda", "torch", "triton", "python")
+                for k in ("driver", "cuda", "torch", "triton", "liger_kernel", "python")
                 if k in env
             ),
         ),
