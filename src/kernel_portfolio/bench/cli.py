@@ -77,18 +77,27 @@ def _list() -> int:
     return 0
 
 
-def _missing_baselines(cases, allowed: list[str]) -> list[str]:
-    """The selected cases' optional baselines that do not import, unless ``allowed``.
+def _missing_baselines(cases, allowed: list[str]) -> dict[str, str]:
+    """The selected cases' optional baselines that do not import here, unless ``allowed``.
 
-    A run without one would save its cases with that baseline skipped, and the
-    pages would compare ours with fewer libraries than the suite names.
+    Each is looked up as the run would (:func:`kernel_portfolio.bench.runner.implementation`),
+    once. A run without one would save its cases with that baseline skipped,
+    and the pages would compare ours with fewer libraries than the suite names.
+
+    Returns:
+        Baseline name -> the import error.
     """
-    missing = []
-    if "liger" not in allowed and any("liger" in case.impls for case in cases):
+    from kernel_portfolio.bench.runner import implementation
+
+    missing = {}
+    for name in OPTIONAL_BASELINES.keys() - set(allowed):
+        case = next((c for c in cases if name in c.impls), None)
+        if case is None:
+            continue
         try:
-            import liger_kernel  # noqa: F401
+            implementation(case, name)
         except ImportError as err:
-            missing.append(f"liger ({type(err).__name__}: {err})")
+            missing[name] = f"{type(err).__name__}: {err}"
     return missing
 
 
@@ -118,9 +127,12 @@ def _bench(args: argparse.Namespace) -> int:
     missing = _missing_baselines(cases, args.allow_missing)
     if missing:
         raise UserError(
-            f"baselines of the selected cases do not import: {'; '.join(missing)}. Install "
-            "them (" + "; ".join(OPTIONAL_BASELINES.values()) + ") or pass --allow-missing "
-            "NAME to record them as skipped"
+            "baselines of the selected cases do not import: "
+            + "; ".join(
+                f"{name} ({why}; install {OPTIONAL_BASELINES[name]})"
+                for name, why in sorted(missing.items())
+            )
+            + ". Or pass --allow-missing NAME to record them as skipped"
         )
     from kernel_portfolio.bench.runner import run_suite
 
