@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from kp_testing import captured_launches, global_memory_ops
 
@@ -75,22 +76,58 @@ def _launchers(x: torch.Tensor, dy: torch.Tensor) -> dict:
     }
 
 
-def test_spilled_bytes_are_the_known_ones(monkeypatch):
-    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)  # an H200's
+@pytest.fixture(scope="module")
+def compiled_launches() -> list[tuple[tuple, dict, list[str]]]:
+    """``(launch, spec, PTX ops)`` of every launch: ``launch`` is ``(shape, dtype,
+    launcher, kernel, plan kind)``; each distinct spec is compiled once."""
     launches, specs = [], {}
-    for shape, dtype in _shapes():
-        x, dy = (torch.randn(shape, dtype=getattr(torch, dtype)) for _ in range(2))
-        for name, call in _launchers(x, dy).items():
-            for spec in captured_launches(monkeypatch, (softmax, rms_norm, row_sum), call):
-                key = json.dumps({k: v for k, v in spec.items() if k != "grid"}, sort_keys=True)
-                specs.setdefault(key, spec)
-                launches.append((suites.shape_str(shape), dtype, name, spec["kernel"], key))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(plans, "sm_count", lambda _device: 132)  # an H200's
+        for shape, dtype in _shapes():
+            x, dy = (torch.randn(shape, dtype=getattr(torch, dtype)) for _ in range(2))
+            kind = plans.choose_for(x).kind
+            for name, call in _launchers(x, dy).items():
+                for spec in captured_launches(monkeypatch, (softmax, rms_norm, row_sum), call):
+                    key = json.dumps({k: v for k, v in spec.items() if k != "grid"}, sort_keys=True)
+                    specs.setdefault(key, spec)
+                    launch = (suites.shape_str(shape), dtype, name, spec["kernel"], kind)
+                    launches.append((launch, key))
     compiled = dict(zip(specs, global_memory_ops(list(specs.values())), strict=True))
+    assert len(specs) > 100  # every plan kind, dtype and kernel
+    return [(launch, specs[key], compiled[key]) for launch, key in launches]
+
+
+def test_spilled_bytes_are_the_known_ones(compiled_launches):
     spilled = {
-        tuple(launch): int(op.removeprefix("spills."))
-        for *launch, key in launches
-        for op in compiled[key]
+        launch[:4]: int(op.removeprefix("spills."))
+        for launch, _, ops in compiled_launches
+        for op in ops
         if op.startswith("spills.") and op != "spills.0"
     }
-    assert len(specs) > 100  # every plan kind, dtype and kernel
     assert spilled == KNOWN_SPILLS
+
+
+def _expected_hints(launcher: str, kernel: str, kind: str, spec: dict) -> set[str]:
+    """The eviction hints a launch's loads carry: the row sum's ``LOAD_POLICY`` on
+    every row load; the two passes of a looped softmax, and of a looped RMSNorm
+    forward whose row takes more than one chunk; no hint anywhere else."""
+    if launcher == "row_sum":
+        return set() if kernel == "_split_merge_kernel" else {f"ld.{row_sum.LOAD_POLICY}"}
+    looped = ("softmax fwd", "softmax bwd", "rms_norm fwd", "residual fwd")
+    if kind != "looped" or launcher not in looped or spec["values"].get("ONE_CHUNK"):
+        return set()
+    module = softmax if launcher.startswith("softmax") else rms_norm
+    return {f"ld.{module.LOOPED_FIRST_PASS}", f"ld.{module.LOOPED_SECOND_PASS}"}
+
+
+def test_loads_carry_the_eviction_hints_of_their_plan(compiled_launches):
+    """Read from the PTX: each kernel's ``ld.evict_*`` hints are its plan's
+    (module constants above), looped launches are among those checked, and no
+    store carries one."""
+    hinted = 0
+    for launch, spec, ops in compiled_launches:
+        got = {op for op in ops if op.startswith(("ld.evict", "st.evict"))}
+        want = _expected_hints(launch[2], launch[3], launch[4], spec)
+        assert got == want, (launch, sorted(ops))
+        hinted += launch[4] == "looped" and bool(want)
+    assert hinted >= 4  # softmax forward and backward, RMSNorm forward, residual

@@ -47,7 +47,12 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   (+ ``residual``), write ``y`` (+ ``h``); backward: read ``dy``, ``h``
   (+ ``dh``), write ``dx``).
 * ``looped``: a program walks a row in chunks, first summing squares (and
-  writing ``h``), then re-reading ``h`` (or ``x``) to write ``y``.
+  writing ``h``), then re-reading ``h`` (or ``x``) to write ``y``. The
+  forward's first pass loads with ``evict_last`` and its second with
+  ``evict_first`` (:data:`LOOPED_FIRST_PASS`, :data:`LOOPED_SECOND_PASS`):
+  the L2 keeps the row for its reread, and drops it first once reread
+  (``scripts/load_policy_ab.py`` timed it; the backward and the other plans
+  keep the default).
 * The forward of both takes rows ``p, p + P, ...`` in program ``p`` of
   ``P`` (:func:`kernel_portfolio.plans.forward_programs`: one row per
   program for the block plan, a persistent grid for the looped one).
@@ -126,6 +131,11 @@ _RUNTIME_ARGS = [
     "stride_hm",
     "stride_dhm",
 ]
+#: ``tl.load``'s ``eviction_policy`` for the two passes of a looped plan's
+#: forward over a row (the ``_fwd_kernel``'s ``FIRST`` and ``SECOND``; ``""``
+#: is the hardware default): see the module docstring.
+LOOPED_FIRST_PASS = "evict_last"
+LOOPED_SECOND_PASS = "evict_first"
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -133,12 +143,22 @@ _RUNTIME_ARGS = [
 
 
 @triton.jit
-def _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL: tl.constexpr):
+def _load_h(
+    x_row,
+    r_row,
+    h_row,
+    cols,
+    mask,
+    stride_xn,
+    stride_rn,
+    HAS_RESIDUAL: tl.constexpr,
+    EVICT: tl.constexpr,
+):
     """One chunk of ``h`` as float32; with a residual, also store ``h`` (input dtype)."""
     cols64 = cols.to(tl.int64)
-    h = tl.load(x_row + cols64 * stride_xn, mask=mask, other=0.0)
+    h = tl.load(x_row + cols64 * stride_xn, mask=mask, other=0.0, eviction_policy=EVICT)
     if HAS_RESIDUAL:
-        r = tl.load(r_row + cols64 * stride_rn, mask=mask, other=0.0)
+        r = tl.load(r_row + cols64 * stride_rn, mask=mask, other=0.0, eviction_policy=EVICT)
         h = (h.to(tl.float32) + r.to(tl.float32)).to(h_row.dtype.element_ty)
         tl.store(h_row + cols, h, mask=mask)
     return h.to(tl.float32)
@@ -156,12 +176,14 @@ def _sum_squares(
     n_cols,
     HAS_RESIDUAL: tl.constexpr,
     BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     """First pass over the chunks in ``[start, end)``: the sum of ``h * h``."""
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
-        h = _load_h(x_row, r_row, h_row, cols, cols < n_cols, stride_xn, stride_rn, HAS_RESIDUAL)
+        mask = cols < n_cols
+        h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, EVICT)
         acc += h * h
     return tl.sum(acc, axis=0)
 
@@ -180,6 +202,7 @@ def _normalise(
     HAS_RESIDUAL: tl.constexpr,
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     """Second pass over ``[start, end)``, last chunk first: re-read ``h``, write ``y``.
 
@@ -191,9 +214,11 @@ def _normalise(
         cols = start + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
         if HAS_RESIDUAL:
-            h = tl.load(h_row + cols, mask=mask, other=0.0)
+            h = tl.load(h_row + cols, mask=mask, other=0.0, eviction_policy=EVICT)
         else:
-            h = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0)
+            h = tl.load(
+                x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0, eviction_policy=EVICT
+            )
         y = h.to(tl.float32) * rstd
         if HAS_WEIGHT:
             y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
@@ -250,6 +275,8 @@ def _fwd_kernel(
     TAIL: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
+    FIRST: tl.constexpr,
+    SECOND: tl.constexpr,
 ):
     """Block and looped plans: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
@@ -261,7 +288,9 @@ def _fwd_kernel(
     the row loop: at 8192 columns and 16 warps that is 39 registers instead
     of 50 on sm_90 (three programs per SM instead of two), at 16384 columns
     64 instead of 82 (two instead of one). Otherwise the row is walked
-    twice, re-reading ``h`` from the ``h`` output (residual) or from ``x``.
+    twice, re-reading ``h`` from the ``h`` output (residual) or from ``x``;
+    the first pass loads with the eviction policy ``FIRST`` and the second
+    with ``SECOND`` (``""``, the default, where ``ONE_CHUNK``).
     A ``TAIL`` (not 0, ``ONE_CHUNK`` only) is a second piece of the row after
     its first ``BLOCK`` columns (:func:`kernel_portfolio.plans.block_pieces`).
     ``rstd_ptr`` is written only when ``STORE_RSTD``.
@@ -283,11 +312,19 @@ def _fwd_kernel(
         h_row = h_ptr + row64 * n_cols
         y_row = y_ptr + row64 * n_cols
         if ONE_CHUNK:
-            h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL)
+            h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, "")
             ss = tl.sum(h * h, axis=0)
             if TAIL > 0:
                 h_tail = _load_h(
-                    x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL
+                    x_row,
+                    r_row,
+                    h_row,
+                    tail_cols,
+                    tail_mask,
+                    stride_xn,
+                    stride_rn,
+                    HAS_RESIDUAL,
+                    "",
                 )
                 ss += tl.sum(h_tail * h_tail, axis=0)
             rstd = tl.rsqrt(ss / n_cols + eps)
@@ -296,7 +333,17 @@ def _fwd_kernel(
                 _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
         else:
             ss = _sum_squares(
-                x_row, r_row, h_row, stride_xn, stride_rn, 0, n_cols, n_cols, HAS_RESIDUAL, BLOCK
+                x_row,
+                r_row,
+                h_row,
+                stride_xn,
+                stride_rn,
+                0,
+                n_cols,
+                n_cols,
+                HAS_RESIDUAL,
+                BLOCK,
+                FIRST,
             )
             rstd = tl.rsqrt(ss / n_cols + eps)
             if HAS_RESIDUAL:
@@ -315,6 +362,7 @@ def _fwd_kernel(
                 HAS_RESIDUAL,
                 HAS_WEIGHT,
                 BLOCK,
+                SECOND,
             )
         if STORE_RSTD:
             tl.store(rstd_ptr + row64, rstd)
@@ -353,6 +401,7 @@ def _fwd_partial_kernel(
         n_cols,
         HAS_RESIDUAL,
         BLOCK,
+        "",
     )
     tl.store(ss_ptr + row64 * tl.num_programs(1) + tl.program_id(1), ss)
 
@@ -402,6 +451,7 @@ def _fwd_split_kernel(
         HAS_RESIDUAL,
         HAS_WEIGHT,
         BLOCK,
+        "",
     )
 
 
@@ -826,6 +876,8 @@ def _forward(
     with device_guard(x):
         if plan.kind != "split":
             consts["BLOCK"], tail = _pieces(n_cols, plan)
+            one_chunk = plan.block >= n_cols
+            passes = ("", "") if one_chunk else (LOOPED_FIRST_PASS, LOOPED_SECOND_PASS)
             programs = plans.forward_programs(n_rows, plan, plans.sm_count(x.device))
             launchable(_fwd_kernel)[(programs,)](
                 x,
@@ -841,7 +893,9 @@ def _forward(
                 HAS_WEIGHT=weight is not None,
                 STORE_RSTD=rstd is not None,
                 TAIL=tail,
-                ONE_CHUNK=plan.block >= n_cols,
+                ONE_CHUNK=one_chunk,
+                FIRST=passes[0],
+                SECOND=passes[1],
                 **consts,
             )
             return

@@ -31,6 +31,11 @@ width and row strides are runtime arguments Triton does not specialise, so a
 new batch size never recompiles; rows are read in place through
 ``(stride_xm, stride_xn)`` or, when the leading dimensions do not collapse,
 after one copy (:func:`kernel_portfolio.plans.as_rows`).
+
+Every load of a row is marked ``evict_first`` (:data:`LOAD_POLICY`): the
+kernel reads each line once, so its lines are the first an L2 miss replaces,
+and the lines other kernels left in the L2 stay. On the H200 this sped the
+row sum up at every shape an A/B timed (``scripts/load_policy_ab.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ from kernel_portfolio.contracts import (
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = ["n_rows", "n_cols", "stride_xm"]
 _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
+#: ``tl.load``'s ``eviction_policy`` for the rows (the kernels' ``EVICT``;
+#: ``""`` is the hardware default): see the module docstring.
+LOAD_POLICY = "evict_first"
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -61,12 +69,19 @@ _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 
 
 @triton.jit
-def _chunked_sum(x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr):
+def _chunked_sum(
+    x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr, EVICT: tl.constexpr
+):
     """Float32 sum of ``n_chunks`` ``BLOCK``-wide chunks of a row from ``col0``."""
     acc = tl.zeros((BLOCK,), tl.float32)
     for c in range(n_chunks):
         cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < n_cols, other=0.0)
+        x = tl.load(
+            x_row + cols.to(tl.int64) * stride_xn,
+            mask=cols < n_cols,
+            other=0.0,
+            eviction_policy=EVICT,
+        )
         acc += x.to(tl.float32)
     return tl.sum(acc, 0)
 
@@ -82,6 +97,7 @@ def _block_kernel(
     BLOCK: tl.constexpr,
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     """Block plan: each row is loaded once and reduced in registers.
 
@@ -101,17 +117,32 @@ def _block_kernel(
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0)
+        x = tl.load(
+            x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0, eviction_policy=EVICT
+        )
         total = tl.sum(x.to(tl.float32), 0)
         if TAIL > 0:
-            x_tail = tl.load(x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=0.0)
+            x_tail = tl.load(
+                x_row + tail_cols.to(tl.int64) * stride_xn,
+                mask=tail_mask,
+                other=0.0,
+                eviction_policy=EVICT,
+            )
             total += tl.sum(x_tail.to(tl.float32), 0)
         tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _looped_kernel(
-    x_ptr, out_ptr, n_rows, n_cols, stride_xm, stride_xn, BLOCK: tl.constexpr, VEC: tl.constexpr
+    x_ptr,
+    out_ptr,
+    n_rows,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     """Looped plan: a program walks its row in chunks, one pass."""
     n_cols = n_cols // VEC * VEC
@@ -119,7 +150,8 @@ def _looped_kernel(
     n_chunks = tl.cdiv(n_cols, BLOCK)
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
-        total = _chunked_sum(x_ptr + row64 * stride_xm, stride_xn, 0, n_chunks, n_cols, BLOCK)
+        x_row = x_ptr + row64 * stride_xm
+        total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK, EVICT)
         tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
 
 
@@ -133,6 +165,7 @@ def _split_partial_kernel(
     chunks_per_split,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     """Split plan, kernel 1: program (row, k) writes the float32 sum of its slice."""
     n_cols = n_cols // VEC * VEC
@@ -140,7 +173,8 @@ def _split_partial_kernel(
     row = tl.program_id(0).to(tl.int64)
     k = tl.program_id(1)
     col0 = k * chunks_per_split * BLOCK
-    total = _chunked_sum(x_ptr + row * stride_xm, stride_xn, col0, chunks_per_split, n_cols, BLOCK)
+    x_row = x_ptr + row * stride_xm
+    total = _chunked_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK, EVICT)
     tl.store(partial_ptr + row * tl.num_programs(1) + k, total)
 
 
@@ -175,6 +209,7 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
     consts = {
         "BLOCK": plan.block,
         "VEC": plans.vec_width(x.element_size(), n_cols, (stride_xm,)),
+        "EVICT": LOAD_POLICY,
         "num_warps": plan.num_warps,
     }
     with device_guard(x):

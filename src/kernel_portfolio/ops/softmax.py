@@ -23,7 +23,13 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, per plan
   online ``(max, sum)``: for each chunk ``m' = max(m, max(chunk))`` and
   ``s' = s * exp(m - m') + sum(exp(chunk - m'))``. The second pass rereads
   ``x`` and writes ``y``: ``3MNb`` (the reread often hits L2). Backward: a
-  dot-product pass and a write pass, ``5MNb``.
+  dot-product pass and a write pass, ``5MNb``. The first pass loads with
+  ``evict_last`` and the second with ``evict_first``
+  (:data:`LOOPED_FIRST_PASS`, :data:`LOOPED_SECOND_PASS`): the L2 keeps the
+  row for its reread, and drops it first once reread. Block and split plans
+  keep the default (an A/B, ``scripts/load_policy_ab.py``: ``evict_first``
+  slowed the block plans, which also write, and moved the split plans
+  either way).
 * ``split``: ``S`` programs share a row. A stats kernel writes each slice's
   ``(max, sum)``; a write kernel merges a row's ``S`` pairs, rereads its slice
   and writes it: ``3MNb`` plus ``8S(S + 1)`` bytes of float32 statistics per
@@ -86,6 +92,11 @@ from kernel_portfolio.contracts import (
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = ["n_rows", "n_cols", "stride_xm", "stride_ym", "stride_dym", "stride_dxm"]
 _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
+#: ``tl.load``'s ``eviction_policy`` for a looped plan's first and second pass
+#: over a row (the kernels' ``FIRST`` and ``SECOND``; ``""`` is the hardware
+#: default, which the block and split plans keep): see the module docstring.
+LOOPED_FIRST_PASS = "evict_last"
+LOOPED_SECOND_PASS = "evict_first"
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -103,13 +114,20 @@ def _shift_for(m):
 
 
 @triton.jit
-def _online_max_sum(x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr):
+def _online_max_sum(
+    x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr, EVICT: tl.constexpr
+):
     """Running ``(max, sum of exp(x - max))`` over ``n_chunks`` chunks from ``col0``."""
     m = tl.full((), float("-inf"), tl.float32)
     s = tl.zeros((), tl.float32)
     for c in range(n_chunks):
         cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < n_cols, other=float("-inf"))
+        x = tl.load(
+            x_row + cols.to(tl.int64) * stride_xn,
+            mask=cols < n_cols,
+            other=float("-inf"),
+            eviction_policy=EVICT,
+        )
         x = x.to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, 0))
         shift = _shift_for(m_new)
@@ -119,7 +137,9 @@ def _online_max_sum(x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexp
 
 
 @triton.jit
-def _write_probs(x_row, stride_xn, y_row, m, s, col0, n_chunks, n_cols, BLOCK: tl.constexpr):
+def _write_probs(
+    x_row, stride_xn, y_row, m, s, col0, n_chunks, n_cols, BLOCK: tl.constexpr, EVICT: tl.constexpr
+):
     """Reread ``n_chunks`` chunks from ``col0``, last first, and write ``exp(x - m) / s``.
 
     Last first: the chunks read last by the first pass are the likeliest to
@@ -128,34 +148,65 @@ def _write_probs(x_row, stride_xn, y_row, m, s, col0, n_chunks, n_cols, BLOCK: t
     for c in range(n_chunks):
         cols = col0 + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
+        x = tl.load(
+            x_row + cols.to(tl.int64) * stride_xn,
+            mask=mask,
+            other=float("-inf"),
+            eviction_policy=EVICT,
+        )
         y = tl.exp(x.to(tl.float32) - m) / s
         tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, n_chunks, n_cols, BLOCK: tl.constexpr):
+def _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, EVICT: tl.constexpr):
+    """``y`` and ``dy`` at ``cols`` as float32."""
+    cols64 = cols.to(tl.int64)
+    y = tl.load(y_row + cols64 * stride_yn, mask=mask, other=0.0, eviction_policy=EVICT)
+    dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0, eviction_policy=EVICT)
+    return y.to(tl.float32), dy.to(tl.float32)
+
+
+@triton.jit
+def _row_dot(
+    y_row,
+    stride_yn,
+    dy_row,
+    stride_dyn,
+    col0,
+    n_chunks,
+    n_cols,
+    BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
+):
     """``sum(y * dy)`` over ``n_chunks`` chunks from ``col0``, in float32."""
     acc = tl.zeros((BLOCK,), tl.float32)
     for c in range(n_chunks):
         cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        y = tl.load(y_row + cols.to(tl.int64) * stride_yn, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+        y, dy = _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, cols < n_cols, EVICT)
         acc += y * dy
     return tl.sum(acc, 0)
 
 
 @triton.jit
 def _write_grad(
-    y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, n_chunks, n_cols, BLOCK: tl.constexpr
+    y_row,
+    stride_yn,
+    dy_row,
+    stride_dyn,
+    dx_row,
+    dot,
+    col0,
+    n_chunks,
+    n_cols,
+    BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
 ):
     """Reread ``n_chunks`` chunks from ``col0``, last first, and write ``y * (dy - dot)``."""
     for c in range(n_chunks):
         cols = col0 + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        y = tl.load(y_row + cols.to(tl.int64) * stride_yn, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+        y, dy = _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, EVICT)
         dx = y * (dy - dot)
         tl.store(dx_row + cols, dx.to(dx_row.dtype.element_ty), mask=mask)
 
@@ -221,6 +272,8 @@ def _fwd_looped_kernel(
     stride_ym,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    FIRST: tl.constexpr,
+    SECOND: tl.constexpr,
 ):
     """Looped plan, forward: online (max, sum) over the row's chunks, then a write pass."""
     n_cols = n_cols // VEC * VEC
@@ -230,8 +283,9 @@ def _fwd_looped_kernel(
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         x_row = x_ptr + row64 * stride_xm
-        m, s = _online_max_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK)
-        _write_probs(x_row, stride_xn, y_ptr + row64 * stride_ym, m, s, 0, n_chunks, n_cols, BLOCK)
+        m, s = _online_max_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK, FIRST)
+        y_row = y_ptr + row64 * stride_ym
+        _write_probs(x_row, stride_xn, y_row, m, s, 0, n_chunks, n_cols, BLOCK, SECOND)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
@@ -253,7 +307,7 @@ def _fwd_split_stats_kernel(
     k = tl.program_id(1)
     col0 = k * chunks_per_split * BLOCK
     x_row = x_ptr + row * stride_xm
-    m, s = _online_max_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK)
+    m, s = _online_max_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK, "")
     slot = row * tl.num_programs(1) + k
     tl.store(max_ptr + slot, m)
     tl.store(sum_ptr + slot, s)
@@ -289,9 +343,8 @@ def _fwd_split_write_kernel(
     s = tl.sum(part_sum * tl.exp(part_max - m), 0)
     col0 = k * chunks_per_split * BLOCK
     x_row = x_ptr + row * stride_xm
-    _write_probs(
-        x_row, stride_xn, y_ptr + row * stride_ym, m, s, col0, chunks_per_split, n_cols, BLOCK
-    )
+    y_row = y_ptr + row * stride_ym
+    _write_probs(x_row, stride_xn, y_row, m, s, col0, chunks_per_split, n_cols, BLOCK, "")
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -357,6 +410,8 @@ def _bwd_looped_kernel(
     stride_dxm,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    FIRST: tl.constexpr,
+    SECOND: tl.constexpr,
 ):
     """Looped plan, backward: a dot-product pass over the row's chunks, then a write pass."""
     n_cols = n_cols // VEC * VEC
@@ -368,9 +423,11 @@ def _bwd_looped_kernel(
         row64 = tl.cast(row, tl.int64)
         y_row = y_ptr + row64 * stride_ym
         dy_row = dy_ptr + row64 * stride_dym
-        dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, 0, n_chunks, n_cols, BLOCK)
+        dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, 0, n_chunks, n_cols, BLOCK, FIRST)
         dx_row = dx_ptr + row64 * stride_dxm
-        _write_grad(y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, 0, n_chunks, n_cols, BLOCK)
+        _write_grad(
+            y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, 0, n_chunks, n_cols, BLOCK, SECOND
+        )
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
@@ -396,7 +453,7 @@ def _bwd_split_dot_kernel(
     col0 = k * chunks_per_split * BLOCK
     y_row = y_ptr + row * stride_ym
     dy_row = dy_ptr + row * stride_dym
-    dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, chunks_per_split, n_cols, BLOCK)
+    dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, chunks_per_split, n_cols, BLOCK, "")
     tl.store(dot_ptr + row * tl.num_programs(1) + k, dot)
 
 
@@ -432,7 +489,7 @@ def _bwd_split_write_kernel(
     dy_row = dy_ptr + row * stride_dym
     dx_row = dx_ptr + row * stride_dxm
     _write_grad(
-        y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, chunks_per_split, n_cols, BLOCK
+        y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, chunks_per_split, n_cols, BLOCK, ""
     )
 
 
@@ -465,6 +522,8 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
         if plan.kind in ("block", "looped"):
             kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
+            if plan.kind == "looped":
+                consts |= {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
             grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
             launchable(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
             return
@@ -515,6 +574,8 @@ def _launch_backward(
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
         if plan.kind in ("block", "looped"):
             kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
+            if plan.kind == "looped":
+                consts |= {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
             launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
