@@ -94,6 +94,8 @@ offsets times a column stride, are computed in int64.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
@@ -413,28 +415,17 @@ def _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn):
 
 
 @triton.jit
-def _load_grad_row(
-    dy_ptr,
-    h_ptr,
-    rstd_ptr,
-    row64,
-    valid,
-    stride_dym,
-    stride_dyn,
-    stride_hm,
-    stride_hn,
-    cols,
-    mask,
-    tail_cols,
-    tail_mask,
-    TAIL: tl.constexpr,
-):
+def _load_grad_row(source, piece, row64, valid, TAIL: tl.constexpr):
     """Row ``row64`` of the backward: ``(dy, h, dy_tail, h_tail, rstd)``.
 
-    ``dy`` and ``h`` in the input dtype (the tails 0.0 when ``TAIL`` is 0),
-    ``rstd`` float32. Nothing is loaded unless ``valid``: the prefetch after a
-    program's last row.
+    ``source`` is ``(dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn,
+    stride_hm, stride_hn)`` and ``piece`` the columns ``(cols, mask, tail_cols,
+    tail_mask)``. ``dy`` and ``h`` in the input dtype (the tails 0.0 when
+    ``TAIL`` is 0), ``rstd`` float32. Nothing is loaded unless ``valid``: the
+    prefetch after a program's last row.
     """
+    dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn = source
+    cols, mask, tail_cols, tail_mask = piece
     dy_row = dy_ptr + row64 * stride_dym
     h_row = h_ptr + row64 * stride_hm
     dy, h = _load_grad(dy_row, h_row, cols, mask & valid, stride_dyn, stride_hn)
@@ -548,6 +539,7 @@ def _bwd_kernel(
     VEC: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
     PREFETCH: tl.constexpr,
+    WEIGHT_EACH_ROW: tl.constexpr,
 ):
     """Backward: ``dx`` for every row, and one float32 partial ``dweight`` row per program.
 
@@ -558,7 +550,9 @@ def _bwd_kernel(
     the row in registers; otherwise it merges the partials of
     ``_bwd_dot_kernel``. With ``PREFETCH`` the loads of a program's next row
     are issued before its current row's reduction, so they are in flight
-    while it computes and stores. ``TWO_DX`` also stores ``dx`` at ``dx2_ptr``: the
+    while it computes and stores. ``WEIGHT_EACH_ROW`` loads the weight's chunk
+    for every row (from cache) instead of holding it across the rows, which
+    frees registers a wide row needs. ``TWO_DX`` also stores ``dx`` at ``dx2_ptr``: the
     gradients of ``x`` and of ``residual`` are equal, and autograd needs two
     tensors (one written in the same pass costs a store, a copy later costs a
     load and a store).
@@ -574,7 +568,8 @@ def _bwd_kernel(
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
+        if not WEIGHT_EACH_ROW:
+            w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
         dw = tl.zeros([BLOCK], dtype=tl.float32)
         tail_cols, tail_mask = cols, mask  # unused unless TAIL > 0
         if TAIL > 0:
@@ -582,61 +577,22 @@ def _bwd_kernel(
             tail_mask = tail_cols < n_cols
             w_tail = _load_weight(w_ptr, tail_cols, tail_mask, HAS_WEIGHT)
             dw_tail = tl.zeros([TAIL], dtype=tl.float32)
+        # With PREFETCH the loop loads row + n_parts and works on the row loaded
+        # one iteration earlier (the first before the loop); without, row itself.
+        ahead = n_parts if PREFETCH else 0
+        source = (dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn)
+        piece = (cols, mask, tail_cols, tail_mask)
         if PREFETCH:
-            dy_n, h_n, dyt_n, ht_n, rstd_n = _load_grad_row(
-                dy_ptr,
-                h_ptr,
-                rstd_ptr,
-                tl.cast(part, tl.int64),
-                part < n_rows,
-                stride_dym,
-                stride_dyn,
-                stride_hm,
-                stride_hn,
-                cols,
-                mask,
-                tail_cols,
-                tail_mask,
-                TAIL,
-            )
+            loaded = _load_grad_row(source, piece, tl.cast(part, tl.int64), part < n_rows, TAIL)
         for row in tl.range(part, n_rows, n_parts, num_stages=1):
             row64 = tl.cast(row, tl.int64)
+            current = _load_grad_row(source, piece, row64 + ahead, row64 + ahead < n_rows, TAIL)
             if PREFETCH:
-                dy, h, dy_tail, h_tail, rstd = dy_n, h_n, dyt_n, ht_n, rstd_n
-                dy_n, h_n, dyt_n, ht_n, rstd_n = _load_grad_row(
-                    dy_ptr,
-                    h_ptr,
-                    rstd_ptr,
-                    row64 + n_parts,
-                    row64 + n_parts < n_rows,
-                    stride_dym,
-                    stride_dyn,
-                    stride_hm,
-                    stride_hn,
-                    cols,
-                    mask,
-                    tail_cols,
-                    tail_mask,
-                    TAIL,
-                )
-            else:
-                dy, h, dy_tail, h_tail, rstd = _load_grad_row(
-                    dy_ptr,
-                    h_ptr,
-                    rstd_ptr,
-                    row64,
-                    True,
-                    stride_dym,
-                    stride_dyn,
-                    stride_hm,
-                    stride_hn,
-                    cols,
-                    mask,
-                    tail_cols,
-                    tail_mask,
-                    TAIL,
-                )
+                current, loaded = loaded, current
+            dy, h, dy_tail, h_tail, rstd = current
             dy, h = dy.to(tl.float32), h.to(tl.float32)
+            if WEIGHT_EACH_ROW:
+                w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
             if ONE_CHUNK:
                 gh = tl.sum(dy * w * h, axis=0)
                 if TAIL > 0:
@@ -733,43 +689,90 @@ BWD_PROGRAMS_PER_SM = 2
 #: two (:func:`kernel_portfolio.plans.warps_for`), the backward holds four
 #: values a column and takes at least four.
 BWD_MIN_WARPS = 4
-#: Up to ``BWD_PREFETCH_ELEMS`` columns a thread (0: never), the backward's row
-#: loop loads a program's next row (``dy``, ``h``, ``rstd``) before it reduces
-#: the current one (the kernel's ``PREFETCH``). The loads in flight cost
-#: registers: on sm_90, 8192 float16 columns and 16 warps take 119 instead of
-#: 109 (``ptxas -v``), still one program per SM; 32 columns a thread would not
-#: fit the 128 a 16-warp program may take. A light program with the prefetch
-#: takes 72 (1024 float16 columns, 4 warps) or 80 (float32), so
-#: ``BWD_PREFETCH_WARPS_PER_SM`` warps of it reside.
-BWD_PREFETCH_ELEMS = 16
+#: Up to ``BWD_PREFETCH_BYTES`` bytes a thread of each row it works on
+#: (``dy`` and ``h``, and ``dh`` for the residual RMSNorm; 0: never), the
+#: backward's row loop loads a program's next row (``dy``, ``h``, ``rstd``)
+#: before it reduces the current one (the kernel's ``PREFETCH``). The loads in
+#: flight cost registers, so the launch also caps each thread's registers at
+#: what the programs it counts on per SM leave (``maxnreg``; 128 for a heavy
+#: program). On sm_90 (``ptxas -v``) the cap holds them without spilling up to
+#: 96 bytes: 8192 float16 columns and 16 warps take 119 (123 with ``dh``),
+#: 4104 float16 and 8 warps 128 (163 uncapped); float32 16 columns a thread
+#: would spill (128 bytes: 20 with ``dh``). A light program with the prefetch
+#: takes 72-80 registers (1024 columns, 4 warps), so ``BWD_PREFETCH_WARPS_PER_SM``
+#: warps of it reside. A split plan never prefetches: its few rows leave a
+#: program one or two, and the prefetch would only cost the residency (on the
+#: H200 64x131072 float16 ran 12-15% slower with it).
+BWD_PREFETCH_BYTES = 96
 BWD_PREFETCH_WARPS_PER_SM = 24
+#: Most columns a thread of one chunk where the backward walks a row in several
+#: (looped and split plans): the plan's block if it holds no more, else half of
+#: it, or a quarter. The forward's looped chunks hold 32; in the backward
+#: (``dy``, ``h``, the weight and its float32 partial a column) 8 warps took 190
+#: registers a thread on sm_90 (``ptxas -v``, float16: one program an SM),
+#: float32 at 16 warps spilled 120 bytes (1680 with ``dh``).
+BWD_CHUNK_ELEMS = 16
+#: Up to ``BWD_WEIGHT_HELD_ELEMS`` columns a thread a backward program holds
+#: its weight chunk (float32) across its rows; a wider row (a block plan's 32
+#: columns a thread, float16 rows of 8193-16384 columns) loads it again for
+#: every row, from cache. On sm_90 (``ptxas -v``) 4096x12288 float16 then
+#: spills 48 bytes a thread instead of 168 (80 instead of 196 with ``dh``).
+BWD_WEIGHT_HELD_ELEMS = 16
 #: Elements per tile of the ``dweight`` reduction, and its warps.
 REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
 
 
-def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int) -> tuple[int, int, bool]:
-    """``(warps, programs per SM, prefetch)`` of the backward kernel under ``plan``.
+class BwdLaunch(NamedTuple):
+    """How :func:`_bwd_launch` runs the backward kernel."""
+
+    #: Columns of a chunk (the kernels' ``BLOCK``) and of a block plan's tail.
+    block: int
+    tail: int
+    #: Warps of a program.
+    warps: int
+    #: Programs launched per SM: at least ``BWD_PROGRAMS_PER_SM``.
+    per_sm: int
+    #: Whether a program loads its next row before it reduces the current one.
+    prefetch: bool
+    #: Registers a thread may take (``maxnreg``): what lets the programs the
+    #: rule counts on reside together on an SM of 65536.
+    max_registers: int
+    #: Whether a program loads the weight for every row instead of holding it.
+    weight_each_row: bool
+
+
+def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool) -> BwdLaunch:
+    """The backward kernels' launch under ``plan`` (``has_dh``: residual RMSNorm).
 
     A block plan's backward takes the warps of its main block
     (:func:`kernel_portfolio.plans.block_pieces`) when the row derives fewer
     (a row of 7000 float16 columns in an 8192 block: 16 warps, not 8), and at
-    least ``BWD_MIN_WARPS``. The programs per SM follow from the columns a
-    thread holds, and so does the prefetch of the next row (module constants
-    above).
+    least ``BWD_MIN_WARPS``; other plans walk their rows in chunks of at most
+    ``BWD_CHUNK_ELEMS`` columns a thread. The columns a thread holds set the
+    programs that reside per SM, the prefetch of the next row, the register cap
+    that lets them reside, and whether the weight is held across rows (module
+    constants above).
     """
-    main, tail = _pieces(n_cols, plan)
+    block, tail = _pieces(n_cols, plan)
     warps = plan.num_warps
     if plan.kind == "block":
-        warps = max(warps, plans.warps_for(main, elem_bytes))
+        warps = max(warps, plans.warps_for(block, elem_bytes))
     warps = max(BWD_MIN_WARPS, warps)
-    light = main + tail <= BWD_LIGHT_ELEMS * 32 * warps
-    prefetch = main + tail <= BWD_PREFETCH_ELEMS * 32 * warps
-    if light:
-        per_sm = (BWD_PREFETCH_WARPS_PER_SM if prefetch else BWD_WARPS_PER_SM) // warps
+    if plan.kind != "block":
+        while block > BWD_CHUNK_ELEMS * 32 * warps:
+            block //= 2
+    per_thread = (block + tail) / (32 * warps)
+    prefetch = plan.kind != "split" and (2 + has_dh) * per_thread * elem_bytes <= BWD_PREFETCH_BYTES
+    if per_thread <= BWD_LIGHT_ELEMS:
+        resident = (BWD_PREFETCH_WARPS_PER_SM if prefetch else BWD_WARPS_PER_SM) // warps
     else:
-        per_sm = BWD_HEAVY_WARPS_PER_SM // warps
-    return warps, max(BWD_PROGRAMS_PER_SM, per_sm), prefetch
+        resident = BWD_HEAVY_WARPS_PER_SM // warps
+    resident = max(1, resident)
+    max_registers = min(255, 65536 // (32 * warps * resident) // 8 * 8)
+    per_sm = max(BWD_PROGRAMS_PER_SM, resident)
+    weight_each_row = block > BWD_WEIGHT_HELD_ELEMS * 32 * warps
+    return BwdLaunch(block, tail, warps, per_sm, prefetch, max_registers, weight_each_row)
 
 
 def _pieces(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
@@ -892,17 +895,19 @@ def _backward(
         return
     dhh = dh if dh is not None else dy
     w = weight if weight is not None else h
+    launch = _bwd_launch(plan, n_cols, h.element_size(), dh is not None)
     chunks_per_split, n_split = _split(n_cols, plan)
-    one_chunk = plan.kind != "split" and plan.block >= n_cols
+    if plan.kind != "block":  # chunks of launch.block columns, a fraction of the plan's
+        chunks_per_split *= plan.block // launch.block
+    one_chunk = plan.kind != "split" and launch.block + launch.tail >= n_cols
     sms = plans.sm_count(h.device)
-    warps, per_sm, prefetch = _bwd_launch(plan, n_cols, h.element_size())
-    n_parts = min(n_rows, max(1, plans.cdiv(per_sm * sms, n_split)))
+    n_parts = min(n_rows, max(1, plans.cdiv(launch.per_sm * sms, n_split)))
     f32 = {"dtype": torch.float32, "device": h.device}
     dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
     vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
-    block, tail = _pieces(n_cols, plan)
-    consts = {"HAS_WEIGHT": weight is not None, "BLOCK": block, "VEC": vec, "num_warps": warps}
+    consts = {"HAS_WEIGHT": weight is not None, "BLOCK": launch.block, "VEC": vec}
+    consts["num_warps"] = launch.warps
     with device_guard(h):
         if one_chunk:
             dot = rstd  # not read: mean(g * h) comes from the row in registers
@@ -930,8 +935,10 @@ def _backward(
             TWO_DX=dx2 is not None,
             ONE_CHUNK=one_chunk,
             MAX_PARTIALS=plans.MAX_SPLITS,
-            TAIL=tail,
-            PREFETCH=prefetch,
+            TAIL=launch.tail,
+            PREFETCH=launch.prefetch,
+            WEIGHT_EACH_ROW=launch.weight_each_row,
+            maxnreg=launch.max_registers,
             **consts,
         )
         if dw is not None:
