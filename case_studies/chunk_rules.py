@@ -498,6 +498,7 @@ table = pd.DataFrame(
 display(HTML(table.to_html(index=False)))
 
 split_bad = causes.get("right kind (split), chunk or warps", [])
+looped_bad = causes.get("right kind (looped), chunk or warps", [])
 wrong_kind = causes.get("wrong kind", [])
 wider = [k for k in split_bad if fitting.parse_impl(cells[1][k].best)[1] > rule.split_chunk]
 narrower = [k for k in split_bad if fitting.parse_impl(cells[1][k].best)[1] < rule.split_chunk]
@@ -516,14 +517,22 @@ def kinds_at(keys: list, table: dict) -> str:
 
 
 # The text below relies on these: split cells with the wrong chunk are among the
-# badly served, wanting it one way or the other, and the worst cell's two picks
-# are plans of one kind.
-assert split_bad and (wider or narrower) and len(split_bad) + len(wrong_kind) == len(bad)
+# badly served, wanting it one way or the other; the rest are looped cells with
+# the wrong chunk or warps, or cells of the wrong kind (no block cell); and the
+# worst cell's two picks are plans of one kind.
+assert split_bad and (wider or narrower)
+assert len(split_bad) + len(looped_bad) + len(wrong_kind) == len(bad)
 assert fitting.parse_impl(lookup_pick)[0] == fitting.parse_impl(worst_pick)[0]
 sentences = [
     f"Of the {len(bad)} badly served cells, {len(split_bad)} are split cells where the rule's "
     f"one split chunk, {rule.split_chunk} columns, is the wrong one: {directions}."
 ]
+if looped_bad:
+    wanted = sorted({cells[1][k].best for k in looped_bad})
+    sentences.append(
+        f"{len(looped_bad)} {'is a looped cell' if len(looped_bad) == 1 else 'are looped cells'}"
+        f" where the rule's chunk and warps lose to {', '.join(f'`{w}`' for w in wanted)}."
+    )
 if wrong_kind:
     rows = sorted({k[2] for k in wrong_kind})
     picks = {k: held_out["fitted", k][1] for k in wrong_kind}
