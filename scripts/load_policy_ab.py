@@ -11,8 +11,8 @@ looped softmax (forward and backward) and of a looped RMSNorm forward
 (``LOOPED_FIRST_PASS`` and ``LOOPED_SECOND_PASS`` of
 :mod:`~kernel_portfolio.ops.softmax` and :mod:`~kernel_portfolio.ops.rms_norm`).
 The row sum is timed at the suite's block, looped and split shapes in three
-dtypes (its float32 rows keep the default under both settings since this A/B
-found the hint slower there), the others where their ``auto`` plan is looped. Each case runs its
+dtypes (its float32 rows now keep the default under both settings: this A/B
+timed the hint slower there), the others where their ``auto`` plan is looped. Each case runs its
 ``auto`` plan on the same inputs under both settings, visited in alternating
 order (six visits of twenty samples), each call with a cold L2 and a device
 spin ahead of its start event; the outputs of the two settings are compared.
