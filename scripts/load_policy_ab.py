@@ -12,10 +12,11 @@ looped softmax (forward and backward) and of a looped RMSNorm forward
 :mod:`~kernel_portfolio.ops.softmax` and :mod:`~kernel_portfolio.ops.rms_norm`).
 The row sum is timed at the suite's block, looped and split shapes in three
 dtypes (its float32 rows now keep the default under both settings: this A/B
-timed the hint slower there), the others where their ``auto`` plan is looped. Each case runs its
-``auto`` plan on the same inputs under both settings, visited in alternating
-order (six visits of twenty samples), each call with a cold L2 and a device
-spin ahead of its start event; the outputs of the two settings are compared.
+timed the hint slower there), the others where their ``auto`` plan is
+looped. Each case runs its ``auto`` plan on the same inputs under both
+settings, visited in alternating order (six visits of twenty samples), each
+call with a cold L2 and a device spin ahead of its start event; the outputs
+of the two settings are compared.
 The share of copy bandwidth counts the compulsory bytes, as the suite does.
 The last lines give the mean change of the median time per operator. A
 diagnostic for the performance notes: the site quotes the benchmark results,
