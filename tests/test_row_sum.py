@@ -174,6 +174,15 @@ def test_block_pieces_match_reference(n_cols, pieces, dtype, device, monkeypatch
     ]
 
 
+def test_block_plan_sums_narrow_rows_several_a_program(device, monkeypatch):
+    """150 rows of 128-column blocks: three programs of 64 rows, the last one partial."""
+    launches = record_launches(monkeypatch, row_sum_mod)
+    x = torch.randn(150, 100, device=device, dtype=torch.float16)
+    assert_matches(_row_sum(x, "block"), reference.row_sum(x), torch.float16)
+    [(name, grid, kw)] = launches
+    assert (name, grid, kw["ROWS"], kw["num_warps"]) == ("_block_kernel", (3,), 64, 16)
+
+
 def test_contiguous_rows_compile_to_16_byte_loads():
     """Every row load of every plan is a 16-byte vector on sm_90 (float16 rows).
 
@@ -192,7 +201,7 @@ def test_contiguous_rows_compile_to_16_byte_loads():
             {
                 **spec,
                 "module": "kernel_portfolio.ops.row_sum",
-                "constexprs": {"BLOCK": 4096, "TAIL": 0, "VEC": 8, "stride_xn": 1},
+                "constexprs": {"BLOCK": 4096, "TAIL": 0, "ROWS": 2, "VEC": 8, "stride_xn": 1},
                 "aligned": ["x_ptr", "out_ptr", "partial_ptr"],
                 "num_warps": 8,
             }

@@ -7,8 +7,15 @@ broadcast (an expanded view, no kernel).
 Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
 ``b_out``-byte results, per plan (:mod:`kernel_portfolio.plans`):
 
-* ``block``: one program loads a whole row and reduces it in registers:
-  ``MNb + M b_out``.
+* ``block``: one program loads whole rows and reduces them in registers:
+  ``MNb + M b_out``. Narrow rows are summed several at a time, as one tile of
+  at most :data:`BLOCK_TILE_BYTES` (:func:`kernel_portfolio.plans.block_tile`
+  gives the rows and the warps): a program per row of
+  1024 half-precision columns holds too little in flight to keep the memory
+  busy. On the H200 (``scripts/row_tile_ab.py``,
+  ``results/h200/checks/row-tile-ab-20261202T1044Z.log``) eight such rows a
+  program were faster than one, and two rows of 8192 columns slower than
+  one, hence the bound.
 * ``looped``: one program walks a row in chunks, adding each chunk into a
   ``BLOCK``-wide float32 accumulator that is reduced once at the end: the same
   ``MNb + M b_out``, since a sum needs no second pass.
@@ -25,8 +32,8 @@ under ``torch.compile``, dispatch modes and ``torch.func`` through the custom
 op ``kp::row_sum``, whose body is the same code.
 
 Specialisation, strides and int64 offsets follow :mod:`kernel_portfolio.ops.softmax`:
-``BLOCK``, ``TAIL`` (a block plan's second piece, or 0), ``VEC`` and the
-warp count are compiled in; the row count, row
+``BLOCK``, ``TAIL`` (a block plan's second piece, or 0), ``ROWS`` (a block
+plan's rows a program), ``VEC`` and the warp count are compiled in; the row count, row
 width and row strides are runtime arguments Triton does not specialise, so a
 new batch size never recompiles; rows are read in place through
 ``(stride_xm, stride_xn)`` or, when the leading dimensions do not collapse,
@@ -65,6 +72,9 @@ _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: ``EVICT``; float32 rows take ``""``, the hardware default): see the module
 #: docstring.
 LOAD_POLICY = "evict_first"
+#: A block-plan program sums as many whole rows as fit in this many bytes
+#: (:func:`kernel_portfolio.plans.block_tile`): see the module docstring.
+BLOCK_TILE_BYTES = 16384
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -99,15 +109,17 @@ def _block_kernel(
     stride_xn,
     BLOCK: tl.constexpr,
     TAIL: tl.constexpr,
+    ROWS: tl.constexpr,
     VEC: tl.constexpr,
     EVICT: tl.constexpr,
 ):
-    """Block plan: each row is loaded once and reduced in registers.
+    """Block plan: rows are loaded once, ``ROWS`` at a time, and reduced in registers.
 
-    Program ``p`` handles rows ``p, p + programs, ...``: one row when the grid
-    has a program per row (:func:`kernel_portfolio.plans.forward_programs`).
-    A ``TAIL`` (not 0) is a second piece of the row after its first ``BLOCK``
-    columns (:func:`kernel_portfolio.plans.block_pieces`).
+    Program ``p`` handles the groups of ``ROWS`` rows ``p, p + programs, ...``:
+    one group when the grid has a program per group
+    (:func:`kernel_portfolio.plans.forward_programs`). A ``TAIL`` (not 0) is a
+    second piece of each row after its first ``BLOCK`` columns
+    (:func:`kernel_portfolio.plans.block_pieces`).
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
     n_cols = n_cols // VEC * VEC
@@ -117,22 +129,26 @@ def _block_kernel(
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
         tail_mask = tail_cols < n_cols
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
-        x_row = x_ptr + row64 * stride_xm
+    for group in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+        rows = group * ROWS + tl.arange(0, ROWS)
+        row_mask = rows < n_rows
+        x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_xm  # row * stride can pass 2^31
         x = tl.load(
-            x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0, eviction_policy=EVICT
+            x_rows + cols.to(tl.int64)[None, :] * stride_xn,
+            mask=row_mask[:, None] & mask[None, :],
+            other=0.0,
+            eviction_policy=EVICT,
         )
-        total = tl.sum(x.to(tl.float32), 0)
+        total = tl.sum(x.to(tl.float32), 1)
         if TAIL > 0:
             x_tail = tl.load(
-                x_row + tail_cols.to(tl.int64) * stride_xn,
-                mask=tail_mask,
+                x_rows + tail_cols.to(tl.int64)[None, :] * stride_xn,
+                mask=row_mask[:, None] & tail_mask[None, :],
                 other=0.0,
                 eviction_policy=EVICT,
             )
-            total += tl.sum(x_tail.to(tl.float32), 0)
-        tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
+            total += tl.sum(x_tail.to(tl.float32), 1)
+        tl.store(out_ptr + rows, total.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -218,10 +234,18 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
     with device_guard(x):
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
-        if plan.kind in ("block", "looped"):
-            kernel = _block_kernel if plan.kind == "block" else _looped_kernel
+            consts["ROWS"], consts["num_warps"] = plans.block_tile(
+                consts["BLOCK"] + consts["TAIL"], x.element_size(), plan.num_warps, BLOCK_TILE_BYTES
+            )
+            groups = plans.cdiv(n_rows, consts["ROWS"])
+            grid = (plans.forward_programs(groups, plan, plans.sm_count(x.device)),)
+            launchable(_block_kernel)[grid](x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts)
+            return
+        if plan.kind == "looped":
             grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
-            launchable(kernel)[grid](x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts)
+            launchable(_looped_kernel)[grid](
+                x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts
+            )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         partial = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
