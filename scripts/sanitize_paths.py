@@ -11,7 +11,8 @@ inside a larger cached block and go unseen).
 Paths: ``add`` (dense and strided kernels) in each dtype; ``row_sum``,
 ``softmax``, ``rms_norm`` and ``residual_rms_norm`` with each row plan forced
 (block; looped and split with several chunks), forward and backward, one dtype
-per plan so each dtype runs once per operator; GEMM forward with every
+per plan so each dtype runs once per operator, and the row sum's block plan
+on rows narrow enough that a program sums several; GEMM forward with every
 autotuning config of the TMA and the pointer path (operands row-major), and
 with the first config of each path on the backward's operand layouts (A or B
 column-major). The GEMM paths use fixed configs: autotuning under memcheck would
@@ -128,6 +129,10 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
             case = Case(op, "fwdbwd", s["rows"], dtype, "events", ("ours", "torch"))
             label = f"{op} {kind} (block {plan.block}, splits {plan.splits}) {dtype} fwd+bwd"
             yield label, case, _row_fn(op, plan)
+    narrow = (s["rows"][0], s["rows"][1] // 10)  # several rows a row-sum block-plan program
+    plan = _row_plan("block", narrow, s["chunk"], s["splits"], "float16")
+    case = Case("row_sum", "fwdbwd", narrow, "float16", "events", ("ours", "torch"))
+    yield f"row_sum block {narrow[1]} columns, float16 fwd+bwd", case, _row_fn("row_sum", plan)
     m, n, k = s["gemm"]
     gpu_configs = {
         "tma": list(zip(mm.TMA_CONFIGS, itertools.cycle(("float16", "bfloat16")))),

@@ -117,24 +117,6 @@ def test_block_pieces_follow_plan_rule(min_block, divisor, n_cols, block, pieces
     assert plans.block_pieces(n_cols, block) == pieces
 
 
-@pytest.mark.parametrize(
-    ("block_cols", "elem_bytes", "warps", "tile_bytes", "tile"),
-    [
-        (1024, 2, 2, 16384, (8, 16)),  # 8 rows of 2 KiB; 16 warps
-        (1536, 2, 2, 16384, (4, 8)),  # 5 rows fit, a power of two: 4; 2 warps each
-        (8192, 2, 16, 16384, (1, 16)),  # one row fills the tile
-        (16384, 4, 16, 16384, (1, 16)),  # wider than the tile: still one row
-        (64, 2, 1, 16384, (128, 16)),
-        (64, 2, 32, 16384, (128, 32)),  # never fewer warps than the plan's
-        (1024, 2, 2, 0, (1, 2)),  # no tile: the plan as it is
-    ],
-)
-def test_block_tile_takes_whole_rows_up_to_the_tile(
-    block_cols, elem_bytes, warps, tile_bytes, tile
-):
-    assert plans.block_tile(block_cols, elem_bytes, warps, tile_bytes) == tile
-
-
 def test_plan_of_a_given_width_does_not_depend_on_row_count():
     """Block and looped plans (the kernels' constexprs) are the same for every batch size."""
     for n_cols, elem_bytes, sms in itertools.product(WIDTHS, ELEM_BYTES, SM_COUNTS):

@@ -174,13 +174,31 @@ def test_block_pieces_match_reference(n_cols, pieces, dtype, device, monkeypatch
     ]
 
 
+@pytest.mark.parametrize(
+    ("block_cols", "elem_bytes", "warps", "tile"),
+    [
+        (1024, 2, 2, (4, 8)),  # 4 rows of 2 KiB; 2 warps each
+        (1024, 4, 4, (2, 8)),
+        (1536, 2, 2, (2, 4)),  # 2.67 rows fit: a power of two of them
+        (4096, 2, 8, (1, 8)),  # one row fills the tile
+        (16384, 4, 16, (1, 16)),  # wider than the tile: still one row
+        (64, 2, 1, (4, 4)),  # 64 rows would fit: at most BLOCK_TILE_ROWS
+        (64, 2, 32, (4, 32)),  # never fewer warps than the plan's
+        (128, 2, 8, (4, 16)),  # at most TILE_WARPS
+    ],
+)
+def test_block_tile_takes_whole_rows_up_to_the_tile(block_cols, elem_bytes, warps, tile):
+    assert (row_sum_mod.BLOCK_TILE_BYTES, row_sum_mod.BLOCK_TILE_ROWS) == (8192, 4)
+    assert row_sum_mod.block_tile(block_cols, elem_bytes, warps) == tile
+
+
 def test_block_plan_sums_narrow_rows_several_a_program(device, monkeypatch):
-    """150 rows of 128-column blocks: three programs of 64 rows, the last one partial."""
+    """150 rows of 128-column blocks: 38 programs of 4 rows, the last one partial."""
     launches = record_launches(monkeypatch, row_sum_mod)
     x = torch.randn(150, 100, device=device, dtype=torch.float16)
     assert_matches(_row_sum(x, "block"), reference.row_sum(x), torch.float16)
     [(name, grid, kw)] = launches
-    assert (name, grid, kw["ROWS"], kw["num_warps"]) == ("_block_kernel", (3,), 64, 16)
+    assert (name, grid, kw["ROWS"], kw["num_warps"]) == ("_block_kernel", (38,), 4, 4)
 
 
 def test_contiguous_rows_compile_to_16_byte_loads():

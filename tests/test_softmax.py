@@ -248,7 +248,7 @@ def test_contiguous_rows_compile_to_16_byte_accesses():
     """
     rows = {"n_rows": "i32", "n_cols": "i32"}
     split = {"n_cols": "i32", "chunks_per_split": "i32"}
-    fp16 = {"BLOCK": 4096, "TAIL": 0, "ROWS": 2, "VEC": 8, "CACHE": ""}
+    fp16 = {"BLOCK": 4096, "TAIL": 0, "VEC": 8}
     specs = [
         ("_fwd_block_kernel", {**rows, "stride_xm": "i32", "stride_ym": "i32"}, {"stride_xn": 1}),
         ("_fwd_looped_kernel", {**rows, "stride_xm": "i32", "stride_ym": "i32"}, {"stride_xn": 1}),
@@ -319,18 +319,6 @@ def test_block_pieces_match_reference(n_cols, pieces, dtype, device, monkeypatch
     assert launched == [("_fwd_block_kernel", pieces), ("_bwd_block_kernel", pieces)]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_block_forward_takes_several_rows_a_program(dtype, device, monkeypatch):
-    """A 16 KiB tile: 150 masked rows of 100 columns, 64 or 128 a program (the last partial)."""
-    monkeypatch.setattr(softmax_mod, "BLOCK_TILE_BYTES", 16384)
-    launches = record_launches(monkeypatch, softmax_mod)
-    x = _masked((150, 100), dtype, device)
-    assert_matches(_forward(x, "block"), reference.softmax(x), dtype)
-    [(name, grid, kw)] = launches
-    rows = 16384 // (128 * x.element_size())
-    assert (name, grid, kw["ROWS"]) == ("_fwd_block_kernel", (plans.cdiv(150, rows),), rows)
-
-
 def test_block_pieces_take_fewer_registers_than_one_block():
     """The premise of ``plans.block_pieces`` on sm_90: 4104 float16 columns at 8 warps
     take under 70% of the registers as 4096 + 8 that they take in one 8192 block, with
@@ -339,7 +327,7 @@ def test_block_pieces_take_fewer_registers_than_one_block():
     rows |= {"dy_ptr": "*fp16", "dx_ptr": "*fp16"}
     fwd = {**rows, "stride_xm": "i32", "stride_ym": "i32"}
     bwd = {**rows, "stride_ym": "i32", "stride_dym": "i32", "stride_dxm": "i32"}
-    unit = {"stride_xn": 1, "stride_yn": 1, "stride_dyn": 1, "VEC": 8, "ROWS": 1, "CACHE": ""}
+    unit = {"stride_xn": 1, "stride_yn": 1, "stride_dyn": 1, "VEC": 8}
     specs = [
         {
             "module": "kernel_portfolio.ops.softmax",

@@ -49,8 +49,6 @@ WARPS_PER_SM = 64
 PROGRAMS_PER_SM = 32
 #: Most programs of a one-dimensional CUDA grid.
 MAX_GRID = 2**31 - 1
-#: Most warps a block-plan program of several rows gets (:func:`block_tile`).
-TILE_WARPS = 16
 #: SM count assumed for CPU tensors (the interpreter): the H200's, so plans
 #: chosen in CPU tests are the plans the H200 runs.
 CPU_SM_COUNT = 132
@@ -110,22 +108,6 @@ def block_pieces(n_cols: int, block: int) -> tuple[int, int]:
         if tail * divisor <= block:
             return main, tail
     return block, 0
-
-
-def block_tile(
-    block_cols: int, elem_bytes: int, num_warps: int, tile_bytes: int
-) -> tuple[int, int]:
-    """Rows and warps of a block-plan program that takes several whole rows at once.
-
-    The rows: the largest power of two of rows of ``block_cols`` elements (a
-    row's block pieces) that fits in ``tile_bytes``, and at least one. The
-    warps: ``num_warps`` a row, up to :data:`TILE_WARPS` (never fewer than
-    ``num_warps``). A ``tile_bytes`` of 0 gives one row and ``num_warps``.
-    An operator's ``BLOCK_TILE_BYTES`` says where several rows a program pay.
-    """
-    rows = max(1, tile_bytes // (block_cols * elem_bytes))
-    rows = 1 << (rows.bit_length() - 1)
-    return rows, min(max(TILE_WARPS, num_warps), num_warps * rows)
 
 
 def _check_plan_name(plan: object) -> None:

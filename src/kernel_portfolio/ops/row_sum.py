@@ -9,8 +9,8 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
 
 * ``block``: one program loads whole rows and reduces them in registers:
   ``MNb + M b_out``. Narrow rows are summed several at a time, as one tile of
-  at most :data:`BLOCK_TILE_BYTES` (:func:`kernel_portfolio.plans.block_tile`
-  gives the rows and the warps): a program per row of
+  at most :data:`BLOCK_TILE_BYTES` (:func:`block_tile` gives the rows and
+  the warps): a program per row of
   1024 half-precision columns holds too little in flight to keep the memory
   busy. On the H200 (``scripts/row_tile_ab.py``,
   ``results/h200/checks/row-tile-ab-20261202T1044Z.log``) eight such rows a
@@ -72,9 +72,12 @@ _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: ``EVICT``; float32 rows take ``""``, the hardware default): see the module
 #: docstring.
 LOAD_POLICY = "evict_first"
-#: A block-plan program sums as many whole rows as fit in this many bytes
-#: (:func:`kernel_portfolio.plans.block_tile`): see the module docstring.
-BLOCK_TILE_BYTES = 16384
+#: A block-plan program sums as many whole rows as fit in this many bytes, at
+#: most :data:`BLOCK_TILE_ROWS` (:func:`block_tile`): see the module docstring.
+BLOCK_TILE_BYTES = 8192
+BLOCK_TILE_ROWS = 4
+#: Most warps a block-plan program of several rows gets.
+TILE_WARPS = 16
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -211,6 +214,19 @@ def _split_merge_kernel(partial_ptr, out_ptr, n_splits, MAX_SPLITS: tl.constexpr
 # ---------------------------------------------------------------------------
 
 
+def block_tile(block_cols: int, elem_bytes: int, num_warps: int) -> tuple[int, int]:
+    """Rows and warps of a block-plan program: the kernel's ``ROWS`` and warp count.
+
+    The rows: the largest power of two of rows of ``block_cols`` elements (a
+    row's block pieces) that fits in :data:`BLOCK_TILE_BYTES`, at least one and
+    at most :data:`BLOCK_TILE_ROWS`. The warps: the plan's ``num_warps`` a row,
+    up to :data:`TILE_WARPS` (never fewer than ``num_warps``).
+    """
+    rows = BLOCK_TILE_BYTES // (block_cols * elem_bytes)
+    rows = 1 << (max(1, min(rows, BLOCK_TILE_ROWS)).bit_length() - 1)
+    return rows, min(max(TILE_WARPS, num_warps), num_warps * rows)
+
+
 def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> None:
     """Write the sum of each of ``x``'s rows (its last dimension) into ``out``.
 
@@ -234,8 +250,8 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
     with device_guard(x):
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
-            consts["ROWS"], consts["num_warps"] = plans.block_tile(
-                consts["BLOCK"] + consts["TAIL"], x.element_size(), plan.num_warps, BLOCK_TILE_BYTES
+            consts["ROWS"], consts["num_warps"] = block_tile(
+                consts["BLOCK"] + consts["TAIL"], x.element_size(), plan.num_warps
             )
             groups = plans.cdiv(n_rows, consts["ROWS"])
             grid = (plans.forward_programs(groups, plan, plans.sm_count(x.device)),)

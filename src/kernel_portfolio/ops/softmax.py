@@ -97,11 +97,6 @@ _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: default, which the block and split plans keep): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
-#: A block-plan forward program takes as many whole rows as fit in this many
-#: bytes (:func:`kernel_portfolio.plans.block_tile`; 0: one row a program).
-BLOCK_TILE_BYTES = 0
-#: ``tl.load``'s ``cache_modifier`` in the block-plan forward (``""``: the default).
-BLOCK_LOAD_CACHE = ""
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -227,18 +222,14 @@ def _fwd_block_kernel(
     stride_ym,
     BLOCK: tl.constexpr,
     TAIL: tl.constexpr,
-    ROWS: tl.constexpr,
     VEC: tl.constexpr,
-    CACHE: tl.constexpr,
 ):
-    """Block plan, forward: rows loaded once, ``ROWS`` at a time, reduced in registers.
+    """Block plan, forward: each row is loaded once, reduced in registers, stored once.
 
-    Program ``p`` handles the groups of ``ROWS`` rows ``p, p + programs, ...``:
-    one group when the grid has a program per group
-    (:func:`kernel_portfolio.plans.forward_programs`). A ``TAIL`` (not 0) is a
-    second piece of each row after its first ``BLOCK`` columns
-    (:func:`kernel_portfolio.plans.block_pieces`). ``CACHE`` is the loads'
-    ``cache_modifier``.
+    Program ``p`` handles rows ``p, p + programs, ...``: one row when the grid
+    has a program per row (:func:`kernel_portfolio.plans.forward_programs`).
+    A ``TAIL`` (not 0) is a second piece of the row after its first ``BLOCK``
+    columns (:func:`kernel_portfolio.plans.block_pieces`).
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
     n_cols = n_cols // VEC * VEC
@@ -249,42 +240,25 @@ def _fwd_block_kernel(
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
         tail_mask = tail_cols < n_cols
-    for group in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
-        rows = group * ROWS + tl.arange(0, ROWS)
-        row_mask = rows[:, None] < n_rows
-        rows64 = rows.to(tl.int64)[:, None]  # row * stride can pass 2^31
-        x_rows = x_ptr + rows64 * stride_xm
-        y_rows = y_ptr + rows64 * stride_ym
-        x = tl.load(
-            x_rows + cols.to(tl.int64)[None, :] * stride_xn,
-            mask=row_mask & mask[None, :],
-            other=float("-inf"),
-            cache_modifier=CACHE,
-        ).to(tl.float32)
-        m = tl.max(x, 1, keep_dims=True)  # an all -inf row: max = -inf, NaN everywhere
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
+        x_row = x_ptr + row64 * stride_xm
+        y_row = y_ptr + row64 * stride_ym
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
+        x = x.to(tl.float32)
+        m = tl.max(x, 0)  # an all -inf row: max = -inf, NaN everywhere
         if TAIL > 0:
             x_tail = tl.load(
-                x_rows + tail_cols.to(tl.int64)[None, :] * stride_xn,
-                mask=row_mask & tail_mask[None, :],
-                other=float("-inf"),
-                cache_modifier=CACHE,
+                x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=float("-inf")
             ).to(tl.float32)
-            m = tl.maximum(m, tl.max(x_tail, 1, keep_dims=True))
+            m = tl.maximum(m, tl.max(x_tail, 0))
         e = tl.exp(x - m)
-        s = tl.sum(e, 1, keep_dims=True)
+        s = tl.sum(e, 0)
         if TAIL > 0:
             e_tail = tl.exp(x_tail - m)
-            s += tl.sum(e_tail, 1, keep_dims=True)
-            tl.store(
-                y_rows + tail_cols[None, :],
-                (e_tail / s).to(y_ptr.dtype.element_ty),
-                mask=row_mask & tail_mask[None, :],
-            )
-        tl.store(
-            y_rows + cols[None, :],
-            (e / s).to(y_ptr.dtype.element_ty),
-            mask=row_mask & mask[None, :],
-        )
+            s += tl.sum(e_tail, 0)
+            tl.store(y_row + tail_cols, (e_tail / s).to(y_ptr.dtype.element_ty), mask=tail_mask)
+        tl.store(y_row + cols, (e / s).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -524,11 +498,6 @@ def _bwd_split_write_kernel(
 # ---------------------------------------------------------------------------
 
 
-def _looped_passes() -> dict[str, str]:
-    """The looped kernels' eviction policies, ``FIRST`` and ``SECOND`` (read at each launch)."""
-    return {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
-
-
 def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> None:
     """Write the softmax of ``x``'s rows (its last dimension) into ``y``.
 
@@ -549,19 +518,14 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
         "num_warps": plan.num_warps,
     }
     with device_guard(x):
-        args = (x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols)
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
-            consts["ROWS"], consts["num_warps"] = plans.block_tile(
-                consts["BLOCK"] + consts["TAIL"], x.element_size(), plan.num_warps, BLOCK_TILE_BYTES
-            )
-            groups = plans.cdiv(n_rows, consts["ROWS"])
-            grid = (plans.forward_programs(groups, plan, plans.sm_count(x.device)),)
-            launchable(_fwd_block_kernel)[grid](*args, CACHE=BLOCK_LOAD_CACHE, **consts)
-            return
-        if plan.kind == "looped":
+        if plan.kind in ("block", "looped"):
+            kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
+            if plan.kind == "looped":
+                consts |= {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
             grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
-            launchable(_fwd_looped_kernel)[grid](*args, **_looped_passes(), **consts)
+            launchable(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_max = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
@@ -611,7 +575,7 @@ def _launch_backward(
         if plan.kind in ("block", "looped"):
             kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
             if plan.kind == "looped":
-                consts |= _looped_passes()
+                consts |= {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
             launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
