@@ -10,11 +10,13 @@ import sys
 import pytest
 import torch
 
+from kernel_portfolio import plans
 from kernel_portfolio.bench import plan, records, runner, suites
 from kernel_portfolio.bench.env import gpu_slug
 from kernel_portfolio.bench.records import ImplOutcome, build_case_record, fixture_result
 from kernel_portfolio.bench.suites import OPS, SUITES, Case, Suite, eval_formula
 from kernel_portfolio.cli import main
+from kernel_portfolio.ops import row_sum
 from kernel_portfolio.results import load, save, validate
 
 DEFAULT = SUITES["default"]
@@ -568,6 +570,9 @@ def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
     assert sum(" nt " in lab for lab in labels) == 2
     assert sum(" tn " in lab for lab in labels) == 3  # and split-K, in the layout of dB
     assert sum(lab.startswith("matmul tma split-k ") for lab in labels) == 1
+    [narrow] = [case for lab, case, _ in sanitize_paths.paths(small=False) if " columns" in lab]
+    block = plans.choose(*narrow.shape, elem_bytes=2, sm_count=plans.CPU_SM_COUNT, plan="block")
+    assert row_sum.block_tile(block.block, 2, block.num_warps)[0] > 1  # several rows a program
     assert len(set(labels)) == len(labels)
 
 
@@ -577,7 +582,7 @@ def test_sanitize_paths_pass_and_reject_a_broken_kernel(sanitize_paths, monkeypa
         pytest.skip("the --small shapes are for the interpreter")
     assert sanitize_paths.main(["--small", "--only", "row_sum"]) == 0
     out = capsys.readouterr().out
-    assert out.count(" ok ") == 3 and "3 paths, 0 failed" in out
+    assert out.count(" ok ") == 4 and "4 paths, 0 failed" in out
     monkeypatch.setattr(sanitize_paths.kp, "row_sum", lambda x, plan: x.sum(-1) * 1.01)
     assert sanitize_paths.main(["--small", "--only", "row_sum split"]) == 1
     out = capsys.readouterr().out
