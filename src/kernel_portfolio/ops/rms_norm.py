@@ -136,9 +136,6 @@ _RUNTIME_ARGS = [
 #: is the hardware default): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
-#: A looped plan whose chunk covers the row reads it twice, as wider rows are
-#: (an A/B knob, off: such a plan keeps the row in registers).
-REREAD_ONE_CHUNK = False
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -879,7 +876,7 @@ def _forward(
     with device_guard(x):
         if plan.kind != "split":
             consts["BLOCK"], tail = _pieces(n_cols, plan)
-            one_chunk = plan.block >= n_cols and not (REREAD_ONE_CHUNK and plan.kind == "looped")
+            one_chunk = plan.block >= n_cols
             passes = ("", "") if one_chunk else (LOOPED_FIRST_PASS, LOOPED_SECOND_PASS)
             programs = plans.forward_programs(n_rows, plan, plans.sm_count(x.device))
             launchable(_fwd_kernel)[(programs,)](

@@ -9,13 +9,14 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
 
 * ``block``: one program loads whole rows and reduces them in registers:
   ``MNb + M b_out``. Narrow rows are summed several at a time, as one tile of
-  at most :data:`BLOCK_TILE_BYTES` (:func:`block_tile` gives the rows and
-  the warps): a program per row of
-  1024 half-precision columns holds too little in flight to keep the memory
-  busy. On the H200 (``scripts/row_tile_ab.py``,
-  ``results/h200/checks/row-tile-ab-20261202T1044Z.log``) eight such rows a
-  program were faster than one, and two rows of 8192 columns slower than
-  one, hence the bound.
+  at most :data:`BLOCK_TILE_BYTES` and :data:`BLOCK_TILE_ROWS` rows
+  (:func:`block_tile` gives the rows and the warps): a program per row of
+  512 or 1024 half-precision columns holds too little in flight to keep the
+  memory busy. On the H200 (``scripts/row_tile_ab.py``,
+  ``results/h200/checks/row-tile-ab-20261202T1510Z.log``) this setting was
+  the fastest on the mean of those timed; it sums narrow rows of many rows
+  much faster than one row a program, and a few narrow rows (4x1000) a
+  little slower, one program then doing the work of four.
 * ``looped``: one program walks a row in chunks, adding each chunk into a
   ``BLOCK``-wide float32 accumulator that is reduced once at the end: the same
   ``MNb + M b_out``, since a sum needs no second pass.
