@@ -168,7 +168,7 @@ def main() -> None:
             lead = timing.lead_for(calls["this tree"])
             medians = interleaved_medians(calls, flush, lead)
             plan = plans.choose_for(x)
-            label = f"{op} {variant} {m}x{n} {str(dtype)[6:]}".replace("  ", " ")
+            label = " ".join(w for w in (op, variant, f"{m}x{n}", str(dtype)[6:]) if w)
             for name, median in medians.items():
                 pct = 100 * moved / median / 1e6 / copy_gbps
                 print(
