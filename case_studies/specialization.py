@@ -112,7 +112,7 @@ display(HTML(declared.to_html()))
 # %%
 SRC_KERNELS = {
     "softmax": ("src/kernel_portfolio/ops/softmax.py", src_softmax._fwd_block_kernel),
-    "rms_norm": ("src/kernel_portfolio/ops/rms_norm.py", src_rms_norm._fwd_kernel),
+    "rms_norm": ("src/kernel_portfolio/ops/rms_norm.py", src_rms_norm._fwd_block_kernel),
     "matmul": ("src/kernel_portfolio/ops/matmul.py", src_matmul._matmul_kernel),
 }
 src_policy = {}

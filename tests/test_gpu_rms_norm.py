@@ -171,7 +171,8 @@ def test_no_grad_forward_allocates_only_its_outputs(shape, op, plan):
 
 
 _KERNELS = (
-    rms_mod._fwd_kernel,
+    rms_mod._fwd_block_kernel,
+    rms_mod._fwd_looped_kernel,
     rms_mod._fwd_partial_kernel,
     rms_mod._fwd_split_kernel,
     rms_mod._bwd_dot_kernel,

@@ -210,13 +210,11 @@ def test_persistent_grid_of_narrow_programs_is_what_an_sm_holds(warps):
     assert plans.persistent_programs(10**6, plan, 132) == 132 * plans.PROGRAMS_PER_SM == 132 * 32
 
 
-def test_block_forwards_take_a_program_per_row_and_looped_ones_the_persistent_grid():
-    block, looped = RowPlan("block", 1024, 4), RowPlan("looped", 8192, 16)
-    assert plans.forward_programs(10**6, block, 132) == 10**6
-    assert plans.forward_programs(2**40, block, 132) == plans.MAX_GRID
-    assert plans.forward_programs(0, block, 132) == 1
-    persistent = plans.persistent_programs(10**6, looped, 132)
-    assert plans.forward_programs(10**6, looped, 132) == persistent
+def test_block_forwards_take_a_program_per_row_in_launches_a_grid_holds():
+    assert plans.block_launches(10**6) == ((0, 10**6),)
+    assert plans.block_launches(1) == ((0, 1),)
+    most = plans.MAX_GRID
+    assert plans.block_launches(2**32) == ((0, most), (most, most), (2 * most, 2**32 - 2 * most))
 
 
 @pytest.mark.parametrize(

@@ -205,24 +205,30 @@ def test_block_pieces_match_reference(n_cols, pieces, dtype, op, with_weight, de
     inputs = make_inputs(op, (5, n_cols), dtype, device, with_weight=with_weight)
     check_op(op, *inputs, plan="block")
     launched = {name: (kw["BLOCK"], kw["TAIL"]) for name, _, kw in launches if "TAIL" in kw}
-    assert launched == {"_fwd_kernel": pieces, "_bwd_kernel": pieces}
+    assert launched == {"_fwd_block_kernel": pieces, "_bwd_kernel": pieces}
 
 
 @pytest.mark.parametrize("max_grid", [plans.MAX_GRID, 5])
 @pytest.mark.parametrize("op", OPS)
-def test_programs_walk_every_row(max_grid, op, device, monkeypatch):
-    """Looped programs on one SM's worth of a persistent grid each walk several rows.
+def test_programs_cover_every_row(max_grid, op, device, monkeypatch):
+    """Block programs take a row each; looped ones on a persistent grid walk several.
 
-    Block programs have a row each, up to ``plans.MAX_GRID`` programs; with
-    the limit set to 5 they walk several rows too.
+    A block forward launches at most ``plans.MAX_GRID`` programs at a time:
+    with the limit set to 5, 37 rows take eight launches, each program
+    adding its launch's first row. Looped programs on one SM's worth of a
+    persistent grid each walk several rows.
     """
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
     monkeypatch.setattr(plans, "MAX_GRID", max_grid)
+    launches = record_launches(monkeypatch, rms_mod)
     for plan in ("block", "looped"):
-        chosen = plans.choose_for(torch.empty(37, 100), plan)
-        programs = plans.forward_programs(37, chosen, 1)
-        assert programs == min(37, max_grid) if plan == "block" else programs < 37
+        launches.clear()
         check_op(op, *make_inputs(op, (37, 100), torch.float16, device), plan=plan)
+        grids = [grid for name, grid, _ in launches if name.startswith("_fwd")]
+        if plan == "block":
+            assert grids == ([(5,)] * 7 + [(2,)] if max_grid == 5 else [(37,)]), grids
+        else:
+            assert len(grids) == 1 and grids[0][0] < 37, grids
 
 
 # Launches: (block, tail, warps, programs per SM, prefetch, register cap, weight
@@ -285,7 +291,7 @@ def test_backward_launches_by_its_rule(plan, shape, launch, device, monkeypatch)
     got = (kwargs["num_warps"], grid[0], kwargs["BLOCK"], kwargs["TAIL"], kwargs["PREFETCH"])
     assert (*got, kwargs["maxnreg"]) == launch
     if plan == "auto":
-        _, kwargs = kernels["_fwd_kernel"]
+        _, kwargs = kernels["_fwd_block_kernel"]
         assert (kwargs["BLOCK"], kwargs["TAIL"]) == launch[2:4]
 
 
@@ -542,7 +548,7 @@ def test_no_grad_forward_neither_allocates_nor_stores_rstd(plan, shape, op, devi
         launches.clear()
         with mode or contextlib.nullcontext():
             _forward_outputs(op, *inputs, plan)
-        takes_rstd = ("_fwd_kernel", "_fwd_split_kernel")
+        takes_rstd = ("_fwd_block_kernel", "_fwd_looped_kernel", "_fwd_split_kernel")
         stores = [kw.get("STORE_RSTD") for name, _, kw in launches if name in takes_rstd]
         return len(allocations), stores
 
@@ -636,20 +642,20 @@ def test_block_plan_rows_load_16_bytes_in_40_registers(has_residual):
     """The block-plan forward on sm_90 (float16, 8192 columns, 16 warps).
 
     Rows and outputs move in 16-byte ``ld.global.v4`` / ``st.global.v4``
-    accesses, with no ``cp.async`` (the row loop is not pipelined), and a
+    accesses, with no ``cp.async`` (a program has one row), and a
     thread takes at most 40 registers: three 16-warp programs per SM (65536
     registers, allocated per warp in eights).
     """
-    runtime = {"n_rows": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
+    runtime = {"first_row": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
     runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
     runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
     consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
-    consts |= {"STORE_RSTD": False, "BLOCK": 8192, "TAIL": 0, "ONE_CHUNK": True, "VEC": 8}
+    consts |= {"STORE_RSTD": False, "BLOCK": 8192, "TAIL": 0, "VEC": 8}
     (ops,) = global_memory_ops(
         [
             {
                 "module": "kernel_portfolio.ops.rms_norm",
-                "kernel": "_fwd_kernel",
+                "kernel": "_fwd_block_kernel",
                 "signature": runtime,
                 "constexprs": consts,
                 "aligned": ["x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr"],

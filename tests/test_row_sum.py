@@ -91,23 +91,28 @@ def test_row_wider_than_2_20(plan, device):
 
 
 @pytest.mark.parametrize("max_grid", [plans.MAX_GRID, 5])
-def test_programs_walk_every_row(max_grid, device, monkeypatch):
-    """Looped programs on one SM's worth of a persistent grid each walk several rows.
+def test_programs_cover_every_row(max_grid, device, monkeypatch):
+    """Block programs take a row each; looped ones on a persistent grid walk several.
 
-    Block programs have a row each, up to ``plans.MAX_GRID`` programs; with
-    the limit set to 5 they walk several rows too.
+    A block forward launches at most ``plans.MAX_GRID`` programs at a time:
+    with the limit set to 5, 37 rows take eight launches, each program
+    adding its launch's first row. Looped programs on one SM's worth of a
+    persistent grid each walk several rows.
     """
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
     monkeypatch.setattr(plans, "MAX_GRID", max_grid)
-    x = torch.randn(37, 100, device=device)
+    launches = record_launches(monkeypatch, row_sum_mod)
+    x = torch.randn(37, 10000, device=device)  # wider than a tile: a row a program
     for plan in ("block", "looped"):
-        chosen = plans.choose_for(x, plan)
-        programs = plans.forward_programs(37, chosen, 1)
+        launches.clear()
+        out = _row_sum(x, plan)
+        grids = [grid for _, grid, _ in launches]
         if plan == "block":
-            assert programs == min(37, max_grid), (chosen, programs)
+            assert grids == ([(5,)] * 7 + [(2,)] if max_grid == 5 else [(37,)]), grids
         else:
-            assert programs == plans.WARPS_PER_SM // chosen.num_warps < 37, (chosen, programs)
-        assert_matches(_row_sum(x, plan), reference.row_sum(x), torch.float32, plan)
+            warps = plans.choose_for(x, plan).num_warps
+            assert grids == [(plans.WARPS_PER_SM // warps,)] and grids[0][0] < 37, grids
+        assert_matches(out, reference.row_sum(x), torch.float32, plan)
 
 
 def _layouts(device):
@@ -207,7 +212,13 @@ def test_contiguous_rows_compile_to_16_byte_loads():
     Only the ``VEC`` rebuild in each kernel proves the alignment of the
     unspecialised ``n_cols`` and row stride (see test_softmax.py).
     """
-    rows = {"x_ptr": "*fp16", "out_ptr": "*fp16", "n_rows": "i32", "n_cols": "i32"}
+    rows = {
+        "x_ptr": "*fp16",
+        "out_ptr": "*fp16",
+        "first_row": "i32",
+        "n_rows": "i32",
+        "n_cols": "i32",
+    }
     split = {"x_ptr": "*fp16", "partial_ptr": "*fp32", "n_cols": "i32", "chunks_per_split": "i32"}
     specs = [
         {"kernel": "_block_kernel", "signature": {**rows, "stride_xm": "i32"}},

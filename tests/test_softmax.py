@@ -152,23 +152,28 @@ def test_extreme_logits_do_not_overflow(dtype, device):
 
 
 @pytest.mark.parametrize("max_grid", [plans.MAX_GRID, 5])
-def test_programs_walk_every_row(max_grid, device, monkeypatch):
-    """Looped programs on one SM's worth of a persistent grid each walk several rows.
+def test_programs_cover_every_row(max_grid, device, monkeypatch):
+    """Block programs take a row each; looped ones on a persistent grid walk several.
 
-    Block programs have a row each, up to ``plans.MAX_GRID`` programs; with
-    the limit set to 5 they walk several rows too.
+    A block forward launches at most ``plans.MAX_GRID`` programs at a time:
+    with the limit set to 5, 37 rows take eight launches, each program
+    adding its launch's first row. Looped programs on one SM's worth of a
+    persistent grid each walk several rows.
     """
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
     monkeypatch.setattr(plans, "MAX_GRID", max_grid)
+    launches = record_launches(monkeypatch, softmax_mod)
     x = torch.randn(37, 100, device=device)
     for plan in ("block", "looped"):
-        chosen = _plan(plan, x)
-        programs = plans.forward_programs(37, chosen, 1)
+        launches.clear()
+        y = _forward(x, plan)
+        grids = [grid for _, grid, _ in launches]
         if plan == "block":
-            assert programs == min(37, max_grid), (chosen, programs)
+            assert grids == ([(5,)] * 7 + [(2,)] if max_grid == 5 else [(37,)]), grids
         else:
-            assert programs == plans.WARPS_PER_SM // chosen.num_warps < 37, (chosen, programs)
-        assert_matches(_forward(x, chosen), reference.softmax(x), torch.float32, plan)
+            warps = _plan(plan, x).num_warps
+            assert grids == [(plans.WARPS_PER_SM // warps,)] and grids[0][0] < 37, grids
+        assert_matches(y, reference.softmax(x), torch.float32, plan)
 
 
 def _layouts(device):
@@ -246,7 +251,7 @@ def test_contiguous_rows_compile_to_16_byte_accesses():
     it the PTX holds 2-byte ``ld.global.b16`` accesses. The split kernels'
     float32 statistics are scalar on purpose.
     """
-    rows = {"n_rows": "i32", "n_cols": "i32"}
+    rows = {"first_row": "i32", "n_rows": "i32", "n_cols": "i32"}
     split = {"n_cols": "i32", "chunks_per_split": "i32"}
     fp16 = {"BLOCK": 4096, "TAIL": 0, "VEC": 8}
     specs = [
@@ -323,7 +328,13 @@ def test_block_pieces_take_fewer_registers_than_one_block():
     """The premise of ``plans.block_pieces`` on sm_90: 4104 float16 columns at 8 warps
     take under 70% of the registers as 4096 + 8 that they take in one 8192 block, with
     the main block's accesses still 16 bytes wide."""
-    rows = {"n_rows": "i32", "n_cols": "i32", "x_ptr": "*fp16", "y_ptr": "*fp16"}
+    rows = {
+        "first_row": "i32",
+        "n_rows": "i32",
+        "n_cols": "i32",
+        "x_ptr": "*fp16",
+        "y_ptr": "*fp16",
+    }
     rows |= {"dy_ptr": "*fp16", "dx_ptr": "*fp16"}
     fwd = {**rows, "stride_xm": "i32", "stride_ym": "i32"}
     bwd = {**rows, "stride_ym": "i32", "stride_dym": "i32", "stride_dxm": "i32"}

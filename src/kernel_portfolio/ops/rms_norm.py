@@ -53,9 +53,10 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   the L2 keeps the row for its reread, and drops it first once reread
   (``scripts/load_policy_ab.py`` timed it; the backward and the other plans
   keep the default).
-* The forward of both takes rows ``p, p + P, ...`` in program ``p`` of
-  ``P`` (:func:`kernel_portfolio.plans.forward_programs`: one row per
-  program for the block plan, a persistent grid for the looped one).
+* The block forward has a program per row
+  (:func:`kernel_portfolio.plans.block_launches`); the looped forward's
+  program ``p`` of ``P`` takes rows ``p, p + P, ...`` on a persistent grid
+  (:func:`kernel_portfolio.plans.persistent_programs`).
 * ``split``: few wide rows; several programs share a row. A first kernel
   writes partial sums of squares, a second merges a row's partials in a fixed
   order and writes its slice of ``y``.
@@ -71,8 +72,9 @@ block plan's row just past a power of two is held as a main block and a small
 tail, :func:`kernel_portfolio.plans.block_pieces`), and ``VEC``
 (:func:`kernel_portfolio.plans.vec_width`: the 16-byte vector width the row
 width and row strides allow). Runtime arguments that Triton is told not to
-specialise (``do_not_specialize``): the row count, the row width, the row
-strides, the chunks per split slice and the number of partial rows; ``eps`` is
+specialise (``do_not_specialize``): the row count (or a launch's first row),
+the row width, the row strides, the chunks per split slice and the number of
+partial rows; ``eps`` is
 a float, which Triton never specialises. Column strides keep Triton's default
 specialisation (a stride of 1 compiles to contiguous vector loads). So a new
 batch size reuses the compiled kernels; only ``plan="auto"`` switching between
@@ -121,6 +123,7 @@ from kernel_portfolio.contracts import (
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = [
+    "first_row",
     "n_rows",
     "n_cols",
     "chunks_per_split",
@@ -132,7 +135,7 @@ _RUNTIME_ARGS = [
     "stride_dhm",
 ]
 #: ``tl.load``'s ``eviction_policy`` for the two passes of a looped plan's
-#: forward over a row (the ``_fwd_kernel``'s ``FIRST`` and ``SECOND``; ``""``
+#: forward over a row (the ``_fwd_looped_kernel``'s ``FIRST`` and ``SECOND``; ``""``
 #: is the hardware default): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
@@ -253,8 +256,102 @@ def _merge(partials_ptr, n_partials, MAX_PARTIALS: tl.constexpr):
     return tl.sum(tl.load(partials_ptr + idx, mask=idx < n_partials, other=0.0), axis=0)
 
 
+@triton.jit
+def _fwd_row_in_registers(
+    x_row,
+    r_row,
+    h_row,
+    y_row,
+    w_ptr,
+    n_cols,
+    stride_xn,
+    stride_rn,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+):
+    """Normalise one row held in registers (``BLOCK`` columns, then a ``TAIL``); return ``rstd``.
+
+    The weight is read after the row's reduction, so it is not live across
+    it: at 8192 columns and 16 warps that is 39 registers instead of 50 on
+    sm_90 (three programs per SM instead of two), at 16384 columns 64 instead
+    of 82 (two instead of one). A ``TAIL`` (not 0) is a second piece of the
+    row after its first ``BLOCK`` columns
+    (:func:`kernel_portfolio.plans.block_pieces`).
+    """
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, "")
+    ss = tl.sum(h * h, axis=0)
+    if TAIL > 0:
+        tail_cols = BLOCK + tl.arange(0, TAIL)
+        tail_mask = tail_cols < n_cols
+        h_tail = _load_h(
+            x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
+        )
+        ss += tl.sum(h_tail * h_tail, axis=0)
+    rstd = tl.rsqrt(ss / n_cols + eps)
+    _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
+    if TAIL > 0:
+        _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
+    return rstd
+
+
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
-def _fwd_kernel(
+def _fwd_block_kernel(
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    rstd_ptr,
+    first_row,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_rm,
+    stride_rn,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    STORE_RSTD: tl.constexpr,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """Block plan: program ``p`` takes row ``first_row + p``, held in registers.
+
+    A program per row (:func:`kernel_portfolio.plans.block_launches`).
+    ``rstd_ptr`` is written only when ``STORE_RSTD``.
+    """
+    # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_rm = stride_rm // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
+    rstd = _fwd_row_in_registers(
+        x_ptr + row64 * stride_xm,
+        r_ptr + row64 * stride_rm,
+        h_ptr + row64 * n_cols,
+        y_ptr + row64 * n_cols,
+        w_ptr,
+        n_cols,
+        stride_xn,
+        stride_rn,
+        eps,
+        HAS_RESIDUAL,
+        HAS_WEIGHT,
+        BLOCK,
+        TAIL,
+    )
+    if STORE_RSTD:
+        tl.store(rstd_ptr + row64, rstd)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _fwd_looped_kernel(
     x_ptr,
     r_ptr,
     w_ptr,
@@ -272,39 +369,24 @@ def _fwd_kernel(
     HAS_WEIGHT: tl.constexpr,
     STORE_RSTD: tl.constexpr,
     BLOCK: tl.constexpr,
-    TAIL: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
 ):
-    """Block and looped plans: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
+    """Looped plan: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
-    The row loop is not software-pipelined (``num_stages=1``): a block-plan
-    program has one row, and a looped one re-reads its row from L2.
-
-    ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row in registers and reads
-    the weight after the row's reduction, so the weight is not live across
-    the row loop: at 8192 columns and 16 warps that is 39 registers instead
-    of 50 on sm_90 (three programs per SM instead of two), at 16384 columns
-    64 instead of 82 (two instead of one). Otherwise the row is walked
-    twice, re-reading ``h`` from the ``h`` output (residual) or from ``x``;
-    the first pass loads with the eviction policy ``FIRST`` and the second
-    with ``SECOND`` (``""``, the default, where ``ONE_CHUNK``).
-    A ``TAIL`` (not 0, ``ONE_CHUNK`` only) is a second piece of the row after
-    its first ``BLOCK`` columns (:func:`kernel_portfolio.plans.block_pieces`).
-    ``rstd_ptr`` is written only when ``STORE_RSTD``.
+    The row loop is not software-pipelined (``num_stages=1``): a program
+    re-reads its row from L2. ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the
+    row in registers (:func:`_fwd_row_in_registers`). Otherwise the row is
+    walked twice, re-reading ``h`` from the ``h`` output (residual) or from
+    ``x``; the first pass loads with the eviction policy ``FIRST`` and the
+    second with ``SECOND``. ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
     # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
     stride_rm = stride_rm // VEC * VEC
-    if ONE_CHUNK:
-        cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        if TAIL > 0:
-            tail_cols = BLOCK + tl.arange(0, TAIL)
-            tail_mask = tail_cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
@@ -312,25 +394,21 @@ def _fwd_kernel(
         h_row = h_ptr + row64 * n_cols
         y_row = y_ptr + row64 * n_cols
         if ONE_CHUNK:
-            h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, "")
-            ss = tl.sum(h * h, axis=0)
-            if TAIL > 0:
-                h_tail = _load_h(
-                    x_row,
-                    r_row,
-                    h_row,
-                    tail_cols,
-                    tail_mask,
-                    stride_xn,
-                    stride_rn,
-                    HAS_RESIDUAL,
-                    "",
-                )
-                ss += tl.sum(h_tail * h_tail, axis=0)
-            rstd = tl.rsqrt(ss / n_cols + eps)
-            _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
-            if TAIL > 0:
-                _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
+            rstd = _fwd_row_in_registers(
+                x_row,
+                r_row,
+                h_row,
+                y_row,
+                w_ptr,
+                n_cols,
+                stride_xn,
+                stride_rn,
+                eps,
+                HAS_RESIDUAL,
+                HAS_WEIGHT,
+                BLOCK,
+                0,
+            )
         else:
             ss = _sum_squares(
                 x_row,
@@ -874,28 +952,29 @@ def _forward(
         "num_warps": plan.num_warps,
     }
     with device_guard(x):
-        if plan.kind != "split":
-            consts["BLOCK"], tail = _pieces(n_cols, plan)
+        pointers = (x, res, w, y, hh, rs)
+        flags = {"HAS_WEIGHT": weight is not None, "STORE_RSTD": rstd is not None}
+        if plan.kind == "block":
+            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
+            for first_row, programs in plans.block_launches(n_rows):
+                launchable(_fwd_block_kernel)[(programs,)](
+                    *pointers, first_row, n_cols, *strides, eps, **flags, **consts
+                )
+            return
+        if plan.kind == "looped":
             one_chunk = plan.block >= n_cols
             passes = ("", "") if one_chunk else (LOOPED_FIRST_PASS, LOOPED_SECOND_PASS)
-            programs = plans.forward_programs(n_rows, plan, plans.sm_count(x.device))
-            launchable(_fwd_kernel)[(programs,)](
-                x,
-                res,
-                w,
-                y,
-                hh,
-                rs,
+            programs = plans.persistent_programs(n_rows, plan, plans.sm_count(x.device))
+            launchable(_fwd_looped_kernel)[(programs,)](
+                *pointers,
                 n_rows,
                 n_cols,
                 *strides,
                 eps,
-                HAS_WEIGHT=weight is not None,
-                STORE_RSTD=rstd is not None,
-                TAIL=tail,
                 ONE_CHUNK=one_chunk,
                 FIRST=passes[0],
                 SECOND=passes[1],
+                **flags,
                 **consts,
             )
             return

@@ -34,9 +34,10 @@ op ``kp::row_sum``, whose body is the same code.
 
 Specialisation, strides and int64 offsets follow :mod:`kernel_portfolio.ops.softmax`:
 ``BLOCK``, ``TAIL`` (a block plan's second piece, or 0), ``ROWS`` (a block
-plan's rows a program), ``VEC`` and the warp count are compiled in; the row count, row
-width and row strides are runtime arguments Triton does not specialise, so a
-new batch size never recompiles; rows are read in place through
+plan's rows a program), ``VEC`` and the warp count are compiled in; the row
+count (or a launch's first row), row width and row strides are runtime
+arguments Triton does not specialise, so a new batch size never recompiles;
+rows are read in place through
 ``(stride_xm, stride_xn)`` or, when the leading dimensions do not collapse,
 after one copy (:func:`kernel_portfolio.plans.as_rows`).
 
@@ -67,7 +68,7 @@ from kernel_portfolio.contracts import (
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
-_RUNTIME_ARGS = ["n_rows", "n_cols", "stride_xm"]
+_RUNTIME_ARGS = ["first_row", "n_rows", "n_cols", "stride_xm"]
 _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: ``tl.load``'s ``eviction_policy`` for rows of 16-bit elements (the kernels'
 #: ``EVICT``; float32 rows take ``""``, the hardware default): see the module
@@ -107,6 +108,7 @@ def _chunked_sum(
 def _block_kernel(
     x_ptr,
     out_ptr,
+    first_row,
     n_rows,
     n_cols,
     stride_xm,
@@ -119,9 +121,9 @@ def _block_kernel(
 ):
     """Block plan: rows are loaded once, ``ROWS`` at a time, and reduced in registers.
 
-    Program ``p`` handles the groups of ``ROWS`` rows ``p, p + programs, ...``:
-    one group when the grid has a program per group
-    (:func:`kernel_portfolio.plans.forward_programs`). A ``TAIL`` (not 0) is a
+    Program ``p`` takes the ``ROWS`` rows from ``first_row + p * ROWS``, those
+    before ``n_rows`` (a program per group of rows:
+    :func:`kernel_portfolio.plans.block_launches`). A ``TAIL`` (not 0) is a
     second piece of each row after its first ``BLOCK`` columns
     (:func:`kernel_portfolio.plans.block_pieces`).
     """
@@ -130,29 +132,27 @@ def _block_kernel(
     stride_xm = stride_xm // VEC * VEC
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
+    rows = first_row + tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < n_rows
+    x_rows = x_ptr + rows[:, None] * stride_xm  # row * stride can pass 2^31
+    x = tl.load(
+        x_rows + cols.to(tl.int64)[None, :] * stride_xn,
+        mask=row_mask[:, None] & mask[None, :],
+        other=0.0,
+        eviction_policy=EVICT,
+    )
+    total = tl.sum(x.to(tl.float32), 1)
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
         tail_mask = tail_cols < n_cols
-    for group in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
-        rows = group * ROWS + tl.arange(0, ROWS)
-        row_mask = rows < n_rows
-        x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_xm  # row * stride can pass 2^31
-        x = tl.load(
-            x_rows + cols.to(tl.int64)[None, :] * stride_xn,
-            mask=row_mask[:, None] & mask[None, :],
+        x_tail = tl.load(
+            x_rows + tail_cols.to(tl.int64)[None, :] * stride_xn,
+            mask=row_mask[:, None] & tail_mask[None, :],
             other=0.0,
             eviction_policy=EVICT,
         )
-        total = tl.sum(x.to(tl.float32), 1)
-        if TAIL > 0:
-            x_tail = tl.load(
-                x_rows + tail_cols.to(tl.int64)[None, :] * stride_xn,
-                mask=row_mask[:, None] & tail_mask[None, :],
-                other=0.0,
-                eviction_policy=EVICT,
-            )
-            total += tl.sum(x_tail.to(tl.float32), 1)
-        tl.store(out_ptr + rows, total.to(out_ptr.dtype.element_ty), mask=row_mask)
+        total += tl.sum(x_tail.to(tl.float32), 1)
+    tl.store(out_ptr + rows, total.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -254,12 +254,14 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
             consts["ROWS"], consts["num_warps"] = block_tile(
                 consts["BLOCK"] + consts["TAIL"], x.element_size(), plan.num_warps
             )
-            groups = plans.cdiv(n_rows, consts["ROWS"])
-            grid = (plans.forward_programs(groups, plan, plans.sm_count(x.device)),)
-            launchable(_block_kernel)[grid](x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts)
+            rows = consts["ROWS"]
+            for first_group, programs in plans.block_launches(plans.cdiv(n_rows, rows)):
+                launchable(_block_kernel)[(programs,)](
+                    x2, out, first_group * rows, n_rows, n_cols, stride_xm, stride_xn, **consts
+                )
             return
         if plan.kind == "looped":
-            grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
             launchable(_looped_kernel)[grid](
                 x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts
             )

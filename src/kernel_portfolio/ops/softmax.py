@@ -27,9 +27,9 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, per plan
   ``evict_last`` and the second with ``evict_first``
   (:data:`LOOPED_FIRST_PASS`, :data:`LOOPED_SECOND_PASS`): the L2 keeps the
   row for its reread, and drops it first once reread. Block and split plans
-  keep the default (an A/B, ``scripts/load_policy_ab.py``: ``evict_first``
-  slowed the block plans, which also write, and moved the split plans
-  either way).
+  keep the default (an A/B, ``results/h200/checks/load-policy-ab-20261202T0614Z.log``:
+  ``evict_first`` slowed the block plans, which also write, and moved the
+  split plans either way).
 * ``split``: ``S`` programs share a row. A stats kernel writes each slice's
   ``(max, sum)``; a write kernel merges a row's ``S`` pairs, rereads its slice
   and writes it: ``3MNb`` plus ``8S(S + 1)`` bytes of float32 statistics per
@@ -90,7 +90,15 @@ from kernel_portfolio.contracts import (
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
-_RUNTIME_ARGS = ["n_rows", "n_cols", "stride_xm", "stride_ym", "stride_dym", "stride_dxm"]
+_RUNTIME_ARGS = [
+    "first_row",
+    "n_rows",
+    "n_cols",
+    "stride_xm",
+    "stride_ym",
+    "stride_dym",
+    "stride_dxm",
+]
 _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: ``tl.load``'s ``eviction_policy`` for a looped plan's first and second pass
 #: over a row (the kernels' ``FIRST`` and ``SECOND``; ``""`` is the hardware
@@ -215,7 +223,7 @@ def _write_grad(
 def _fwd_block_kernel(
     x_ptr,
     y_ptr,
-    n_rows,
+    first_row,
     n_cols,
     stride_xm,
     stride_xn,
@@ -224,41 +232,39 @@ def _fwd_block_kernel(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
 ):
-    """Block plan, forward: each row is loaded once, reduced in registers, stored once.
+    """Block plan, forward: a row is loaded once, reduced in registers, stored once.
 
-    Program ``p`` handles rows ``p, p + programs, ...``: one row when the grid
-    has a program per row (:func:`kernel_portfolio.plans.forward_programs`).
-    A ``TAIL`` (not 0) is a second piece of the row after its first ``BLOCK``
-    columns (:func:`kernel_portfolio.plans.block_pieces`).
+    Program ``p`` takes row ``first_row + p`` (a program per row:
+    :func:`kernel_portfolio.plans.block_launches`). A ``TAIL`` (not 0) is a
+    second piece of the row after its first ``BLOCK`` columns
+    (:func:`kernel_portfolio.plans.block_pieces`).
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
     stride_ym = stride_ym // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
+    x_row = x_ptr + row64 * stride_xm
+    y_row = y_ptr + row64 * stride_ym
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
+    x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
+    x = x.to(tl.float32)
+    m = tl.max(x, 0)  # an all -inf row: max = -inf, NaN everywhere
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
         tail_mask = tail_cols < n_cols
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
-        x_row = x_ptr + row64 * stride_xm
-        y_row = y_ptr + row64 * stride_ym
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
-        x = x.to(tl.float32)
-        m = tl.max(x, 0)  # an all -inf row: max = -inf, NaN everywhere
-        if TAIL > 0:
-            x_tail = tl.load(
-                x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=float("-inf")
-            ).to(tl.float32)
-            m = tl.maximum(m, tl.max(x_tail, 0))
-        e = tl.exp(x - m)
-        s = tl.sum(e, 0)
-        if TAIL > 0:
-            e_tail = tl.exp(x_tail - m)
-            s += tl.sum(e_tail, 0)
-            tl.store(y_row + tail_cols, (e_tail / s).to(y_ptr.dtype.element_ty), mask=tail_mask)
-        tl.store(y_row + cols, (e / s).to(y_ptr.dtype.element_ty), mask=mask)
+        x_tail = tl.load(
+            x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=float("-inf")
+        ).to(tl.float32)
+        m = tl.maximum(m, tl.max(x_tail, 0))
+    e = tl.exp(x - m)
+    s = tl.sum(e, 0)
+    if TAIL > 0:
+        e_tail = tl.exp(x_tail - m)
+        s += tl.sum(e_tail, 0)
+        tl.store(y_row + tail_cols, (e_tail / s).to(y_ptr.dtype.element_ty), mask=tail_mask)
+    tl.store(y_row + cols, (e / s).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -520,12 +526,25 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
     with device_guard(x):
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
-        if plan.kind in ("block", "looped"):
-            kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
-            if plan.kind == "looped":
-                consts |= {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
-            grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
-            launchable(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
+            for first_row, programs in plans.block_launches(n_rows):
+                launchable(_fwd_block_kernel)[(programs,)](
+                    x2, y, first_row, n_cols, stride_xm, stride_xn, n_cols, **consts
+                )
+            return
+        if plan.kind == "looped":
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
+            launchable(_fwd_looped_kernel)[grid](
+                x2,
+                y,
+                n_rows,
+                n_cols,
+                stride_xm,
+                stride_xn,
+                n_cols,
+                FIRST=LOOPED_FIRST_PASS,
+                SECOND=LOOPED_SECOND_PASS,
+                **consts,
+            )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_max = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
