@@ -8,13 +8,19 @@ crash from deep inside a kernel launch.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 
 import torch
 from torch._library.triton import is_wrap_triton_enabled, set_wrap_triton_enabled
 from torch.library import wrap_triton
+from triton import knobs
+from triton.runtime import driver
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
 
 #: Dtypes every kernel supports. float64 and integer tensors are refused.
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -194,7 +200,228 @@ def launchable(kernel: Callable) -> Callable:
     Every launcher writes ``launchable(kernel)[grid](...)``. Inside a custom
     op's body on real tensors and under :func:`direct_launches`,
     ``wrap_triton`` returns the kernel itself, after checks that cost a few
-    microseconds a launch; this returns it at once. Elsewhere (tracing) it is
+    microseconds a launch; this returns it at once (noting the launch while
+    :class:`Replays` records a call). Elsewhere (tracing) it is
     ``wrap_triton(kernel)``.
     """
-    return wrap_triton(kernel) if is_wrap_triton_enabled() else kernel
+    if is_wrap_triton_enabled():
+        return wrap_triton(kernel)
+    launches = getattr(_RECORDING, "launches", None)
+    return kernel if launches is None else _Recorder(kernel, launches)
+
+
+#: The launches of the call :class:`Replays` is recording on this thread (``launches``).
+_RECORDING = threading.local()
+#: Input signatures a :class:`Replays` memo holds before it starts afresh.
+REPLAY_MEMO_SIZE = 1024
+#: Memo entry of a signature whose call cannot be replayed (the body runs every time).
+_NOT_REPLAYABLE = object()
+#: Kernels a replay can repeat: plain ``triton.jit`` functions (interpreted, in CPU tests).
+_PLAIN_KERNELS = (JITFunction, InterpretedFunction)
+#: Tensor types a replay accepts as inputs (subclasses with their own dispatch are not).
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+class _Recorder:
+    """``kernel[grid](...)`` that also notes the launch for :class:`Replays`."""
+
+    __slots__ = ("kernel", "launches")
+
+    def __init__(self, kernel: Callable, launches: list) -> None:
+        self.kernel = kernel
+        self.launches = launches
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            compiled = self.kernel[grid](*args, **kwargs)
+            self.launches.append((self.kernel, compiled, grid, args, kwargs))
+            return compiled
+
+        return launch
+
+
+class Replays:
+    """One operator's direct-route calls, recorded once per input signature and replayed.
+
+    A forward on the direct route (:func:`direct_route`, on CUDA) spends most
+    of its host time deciding what to launch: checks, the row plan, the vector
+    width, and Triton's own argument binding and kernel-cache lookup per
+    launch. All of that depends only on the call's signature: each input
+    tensor's shape, strides, dtype, device and 16-byte alignment (what Triton
+    specialises a pointer on), the other arguments with their types, and the
+    current device. The first call with a signature runs the operator's body
+    as usual and notes each launch (:func:`launchable`): the compiled kernel
+    Triton returned, its grid and its arguments, every tensor argument as the
+    input or output whose memory it starts at. Later calls with that signature
+    allocate outputs of the same shapes and strides and launch the same
+    compiled kernels with the new tensors, the rest of the arguments as
+    recorded: the same kernels with the same arguments, so the same bits.
+
+    A call is not replayed (its body runs every time) when a launch reads
+    memory that is neither an input nor an output (a scratch buffer, or a copy
+    of an input with strides no kernel reads in place), when two inputs share
+    their first byte, when an output is not a whole allocation of its own, or
+    when a kernel is not a plain ``triton.jit`` function. A body may only
+    allocate its outputs and launch kernels that write them: work done outside
+    the launches (a ``zero_``, a copy into an output) would not be repeated.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict = {}
+
+    def clear(self) -> None:
+        """Forget every recorded signature."""
+        self._memo.clear()
+
+    def call(self, body: Callable, tensors: Sequence, params: tuple):
+        """``body(*tensors, *params)``, from a replay when this signature has one.
+
+        Args:
+            body: The operator (checks and routes included): called as is
+                unless a replay of it exists.
+            tensors: Its tensor arguments (``None`` for an absent optional one).
+            params: Its other arguments (hashable, or the call is not replayed).
+        """
+        key = _replay_key(tensors, params)
+        if key is None:
+            return body(*tensors, *params)
+        try:
+            replay = self._memo.get(key)
+        except TypeError:  # an unhashable argument: the body says what is wrong with it
+            return body(*tensors, *params)
+        if replay is None:
+            return self._record(key, body, tensors, params)
+        if replay is _NOT_REPLAYABLE:
+            return body(*tensors, *params)
+        return replay(tensors)
+
+    def _record(self, key: tuple, body: Callable, tensors: Sequence, params: tuple):
+        out, replay = record(body, tensors, params)
+        if replay is not None and any(step[0] is None for step in replay.steps):
+            replay = None  # interpreted kernels: nothing compiled to launch again
+        if len(self._memo) >= REPLAY_MEMO_SIZE:
+            self._memo.clear()
+        self._memo[key] = replay or _NOT_REPLAYABLE
+        return out
+
+
+def record(body: Callable, tensors: Sequence, params: tuple) -> tuple:
+    """``(body(*tensors, *params), its replay or None)``: the call, with its launches noted."""
+    launches: list = []
+    _RECORDING.launches = launches
+    try:
+        out = body(*tensors, *params)
+    finally:
+        _RECORDING.launches = None
+    return out, _Replay.build(launches, tensors, out)
+
+
+def _replay_key(tensors: Sequence, params: tuple) -> tuple | None:
+    """A call's signature for :class:`Replays`, or None when it may not be replayed."""
+    if torch.compiler.is_compiling() or getattr(_RECORDING, "launches", None) is not None:
+        return None  # traced, or inside a call being recorded (its launches belong to that one)
+    sig = []
+    current = None
+    for t in tensors:
+        if t is None:
+            sig.append(None)
+            continue
+        if type(t) not in _PLAIN_TENSORS or not t.is_cuda:
+            return None
+        if current is None:
+            current = torch.cuda.current_device()
+        if t.get_device() != current:
+            return None  # a replay launches on the current device, with no device guard
+        sig.append((t.shape, t.stride(), t.dtype, t.data_ptr() % 16))
+    if current is None or not direct_route(*tensors):
+        return None
+    return (current, params, tuple(map(type, params)), *sig)
+
+
+def _extent(t: torch.Tensor) -> int:
+    """Bytes from ``t``'s first element to just past its last (0 when empty)."""
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))) * t.itemsize
+
+
+class _Replay:
+    """The launches of one recorded call, ready to repeat with new tensors."""
+
+    __slots__ = ("device", "outputs", "single", "steps")
+
+    def __init__(self, device, outputs, single, steps) -> None:
+        self.device = device
+        self.outputs = outputs
+        self.single = single
+        self.steps = steps
+
+    @classmethod
+    def build(cls, launches: list, tensors: Sequence, out) -> _Replay | None:
+        """The replay of a call that launched ``launches`` and returned ``out``, if it has one."""
+        single = isinstance(out, torch.Tensor)
+        outs = (out,) if single else out
+        if not isinstance(outs, tuple) or not all(isinstance(o, torch.Tensor) for o in outs):
+            return None
+        slot_of: dict[int, int] = {}
+        for i, t in enumerate(tensors):
+            if t is not None and t.numel():
+                if t.data_ptr() in slot_of:
+                    return None  # two inputs start at one byte: their slots are ambiguous
+                slot_of[t.data_ptr()] = i
+        for j, o in enumerate(outs):
+            if o.numel() == 0:
+                continue
+            fresh = o.data_ptr() not in slot_of and o.storage_offset() == 0
+            if not fresh or o.untyped_storage().nbytes() != _extent(o):
+                return None
+            slot_of[o.data_ptr()] = len(tensors) + j
+        steps = []
+        for kernel, compiled, grid, args, kwargs in launches:
+            if type(kernel) not in _PLAIN_KERNELS or not isinstance(grid, tuple):
+                return None
+            sig = inspect.signature(kernel.fn)
+            bound = sig.bind(*args, **{k: v for k, v in kwargs.items() if k in sig.parameters})
+            bound.apply_defaults()
+            values = list(bound.arguments.values())
+            tensor_slots = []
+            for pos, value in enumerate(values):
+                if isinstance(value, torch.Tensor):
+                    slot = slot_of.get(value.data_ptr())
+                    if slot is None:
+                        return None  # memory the call allocated for itself, or a copy
+                    tensor_slots.append((pos, slot))
+                    values[pos] = None  # the memo keeps no tensor alive
+            grid3 = (*grid, 1, 1)[:3]
+            steps.append((compiled, grid, grid3, values, tuple(tensor_slots)))
+        device = outs[0].device if outs else None
+        shapes = tuple((tuple(o.shape), o.stride(), o.dtype) for o in outs)
+        return cls(device, shapes, single, tuple(steps))
+
+    def __call__(self, tensors: Sequence):
+        outs = tuple(
+            torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
+            for shape, stride, dtype in self.outputs
+        )
+        if self.steps:
+            slots = (*tensors, *outs)
+            stream = driver.active.get_current_stream(self.device.index)
+            enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+            for compiled, grid, (g0, g1, g2), values, tensor_slots in self.steps:
+                args = values.copy()
+                for pos, slot in tensor_slots:
+                    args[pos] = slots[slot]
+                meta = compiled.launch_metadata(grid, stream, *args)
+                compiled.run(
+                    g0,
+                    g1,
+                    g2,
+                    stream,
+                    compiled.function,
+                    compiled.packed_metadata,
+                    meta,
+                    enter,
+                    leave,
+                    *args,
+                )
+        return outs[0] if self.single else outs

@@ -58,6 +58,7 @@ from torch.library import triton_op
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
+    Replays,
     check_same,
     check_tensor,
     device_guard,
@@ -321,6 +322,9 @@ class _Add(torch.autograd.Function):
 # Public function
 # ---------------------------------------------------------------------------
 
+#: Direct-route calls recorded per input signature and replayed (:class:`Replays`).
+_REPLAYS = Replays()
+
 
 def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Elementwise ``x + y`` with broadcasting; equals ``torch.add(x, y)``.
@@ -351,6 +355,11 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         >>> import kernel_portfolio as kp
         >>> out = kp.add(x, bias)   # x: (4096, 1024), bias: (1024,)
     """
+    return _REPLAYS.call(_add_checked, (x, y), ())
+
+
+def _add_checked(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The body of :func:`add` (what a replay stands in for): checks, then a route."""
     check_tensor(x, "x")
     check_tensor(y, "y")
     check_same(x, "x", y, "y")

@@ -111,6 +111,7 @@ from torch.library import triton_op
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
+    Replays,
     check_eps,
     check_same,
     check_tensor,
@@ -1326,6 +1327,11 @@ class _ResidualRMSNorm(torch.autograd.Function):
 # Public functions
 # ---------------------------------------------------------------------------
 
+#: Direct-route calls of :func:`rms_norm`, recorded per input signature and replayed.
+_RMS_NORM_REPLAYS = Replays()
+#: Direct-route calls of :func:`residual_rms_norm`, recorded per input signature and replayed.
+_RESIDUAL_REPLAYS = Replays()
+
 
 def _check_rows(x: torch.Tensor) -> None:
     if x.dim() == 0:
@@ -1390,6 +1396,11 @@ def rms_norm(
         >>> import kernel_portfolio as kp
         >>> y = kp.rms_norm(x, weight)   # x: (tokens, 4096), weight: (4096,)
     """
+    return _RMS_NORM_REPLAYS.call(_rms_norm_checked, (x, weight), (eps, plan))
+
+
+def _rms_norm_checked(x, weight, eps, plan) -> torch.Tensor:
+    """The body of :func:`rms_norm` (what a replay stands in for): checks, then a route."""
     check_tensor(x, "x")
     _check_rows(x)
     weight = _check_weight(weight, x)
@@ -1445,6 +1456,11 @@ def residual_rms_norm(
         >>> import kernel_portfolio as kp
         >>> y, hidden = kp.residual_rms_norm(attn_out, hidden, weight)
     """
+    return _RESIDUAL_REPLAYS.call(_residual_rms_norm_checked, (x, residual, weight), (eps, plan))
+
+
+def _residual_rms_norm_checked(x, residual, weight, eps, plan) -> tuple[torch.Tensor, torch.Tensor]:
+    """The body of :func:`residual_rms_norm` (what a replay stands in for): checks, then a route."""
     check_tensor(x, "x")
     check_tensor(residual, "residual")
     check_same(x, "x", residual, "residual")

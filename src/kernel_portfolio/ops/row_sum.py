@@ -59,6 +59,7 @@ from torch.library import triton_op
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
     SUPPORTED_DTYPES,
+    Replays,
     check_tensor,
     device_guard,
     direct_launches,
@@ -341,6 +342,9 @@ class _RowSum(torch.autograd.Function):
 # Public function
 # ---------------------------------------------------------------------------
 
+#: Direct-route calls recorded per input signature and replayed (:class:`Replays`).
+_REPLAYS = Replays()
+
 
 def row_sum(
     x: torch.Tensor, dtype: torch.dtype | None = None, plan: str | plans.RowPlan = "auto"
@@ -382,6 +386,13 @@ def row_sum(
         >>> import kernel_portfolio as kp
         >>> totals = kp.row_sum(x, dtype=torch.float32)   # x: (4096, 8192) bfloat16
     """
+    return _REPLAYS.call(_row_sum_checked, (x,), (dtype, plan))
+
+
+def _row_sum_checked(
+    x: torch.Tensor, dtype: torch.dtype | None, plan: str | plans.RowPlan
+) -> torch.Tensor:
+    """The body of :func:`row_sum` (what a replay stands in for): checks, then a route."""
     check_tensor(x, "x")
     if dtype is not None and dtype not in SUPPORTED_DTYPES:
         raise TypeError(

@@ -80,6 +80,7 @@ from torch.library import triton_op
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
+    Replays,
     check_dim,
     check_tensor,
     device_guard,
@@ -698,6 +699,9 @@ class _Softmax(torch.autograd.Function):
 # Public function
 # ---------------------------------------------------------------------------
 
+#: Direct-route calls recorded per input signature and replayed (:class:`Replays`).
+_REPLAYS = Replays()
+
 
 def softmax(x: torch.Tensor, dim: int = -1, plan: str | plans.RowPlan = "auto") -> torch.Tensor:
     """Softmax along ``dim``; equals ``torch.softmax(x, dim)``.
@@ -744,6 +748,11 @@ def softmax(x: torch.Tensor, dim: int = -1, plan: str | plans.RowPlan = "auto") 
         >>> import kernel_portfolio as kp
         >>> probs = kp.softmax(scores, dim=-1)   # scores: (batch, heads, q, k)
     """
+    return _REPLAYS.call(_softmax, (x,), (dim, plan))
+
+
+def _softmax(x: torch.Tensor, dim: int, plan: str | plans.RowPlan) -> torch.Tensor:
+    """The body of :func:`softmax` (what a replay stands in for): checks, then a route."""
     check_tensor(x, "x")
     dim = check_dim(dim, x.ndim)
     last = dim == max(x.ndim - 1, 0)

@@ -1,0 +1,210 @@
+"""Replays of direct-route calls (``contracts.Replays``): what they record, what they give.
+
+On the CPU (the interpreter) a replay is never launched, but its recording is:
+two calls with one signature and different tensors must record the same
+launches (grids, every non-tensor argument) with each tensor argument mapped
+to the same input or output, and calls that read memory of their own must
+not be replayable. On a GPU (``-m gpu``) a replayed call must give the bits
+the operator's body gives, with every output element written.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kernel_portfolio as kp
+from kernel_portfolio import contracts, plans
+from kernel_portfolio.ops import add as add_ops
+from kernel_portfolio.ops import rms_norm as rms_ops
+from kernel_portfolio.ops import row_sum as row_sum_ops
+from kernel_portfolio.ops import softmax as softmax_ops
+
+H = torch.float16
+
+
+def _randn(*shape, dtype=H, device="cpu"):
+    return torch.randn(*shape, dtype=dtype, device=device)
+
+
+# (id, body, replays, make(device) -> (tensors, params)): calls whose launches
+# read only their inputs and outputs, one per plan kind and layout.
+REPLAYABLE = [
+    ("softmax-block", softmax_ops._softmax, softmax_ops._REPLAYS,
+     lambda d: ((_randn(32, 127, device=d),), (-1, "auto"))),
+    ("softmax-looped", softmax_ops._softmax, softmax_ops._REPLAYS,
+     lambda d: ((_randn(3, 5000, device=d),), (-1, "looped"))),
+    ("softmax-dim0-transposed", softmax_ops._softmax, softmax_ops._REPLAYS,
+     lambda d: ((_randn(40, 24, device=d).t(),), (0, "auto"))),
+    ("softmax-3d", softmax_ops._softmax, softmax_ops._REPLAYS,
+     lambda d: ((_randn(2, 3, 200, dtype=torch.bfloat16, device=d),), (-1, "auto"))),
+    ("row_sum-float32-out", row_sum_ops._row_sum_checked, row_sum_ops._REPLAYS,
+     lambda d: ((_randn(17, 300, device=d),), (torch.float32, "auto"))),
+    ("rms_norm-weight", rms_ops._rms_norm_checked, rms_ops._RMS_NORM_REPLAYS,
+     lambda d: ((_randn(9, 1000, device=d), _randn(1000, device=d)), (1e-6, "auto"))),
+    ("rms_norm-no-weight-looped", rms_ops._rms_norm_checked, rms_ops._RMS_NORM_REPLAYS,
+     lambda d: ((_randn(3, 5000, device=d), None), (1e-5, "looped"))),
+    ("residual", rms_ops._residual_rms_norm_checked, rms_ops._RESIDUAL_REPLAYS,
+     lambda d: ((_randn(9, 1000, device=d), _randn(9, 1000, device=d), _randn(1000, device=d)),
+                (1e-6, "auto"))),
+    ("add-same", add_ops._add_checked, add_ops._REPLAYS,
+     lambda d: ((_randn(64, 33, device=d), _randn(64, 33, device=d)), ())),
+    ("add-broadcast", add_ops._add_checked, add_ops._REPLAYS,
+     lambda d: ((_randn(64, 33, device=d), _randn(33, device=d)), ())),
+]  # fmt: skip
+IDS = [case[0] for case in REPLAYABLE]
+
+
+def _steps(replay) -> list:
+    """A replay's launches without the compiled kernels (``None`` in the interpreter)."""
+    return [(grid, values, slots) for _, grid, _, values, slots in replay.steps]
+
+
+@pytest.mark.parametrize(("name", "body", "replays", "make"), REPLAYABLE, ids=IDS)
+def test_one_signature_records_one_set_of_launches(name, body, replays, make):
+    """Two calls, same signature, other tensors: the same launches, tensors in the same slots."""
+    first, params = make("cpu")
+    out, replay = contracts.record(body, first, params)
+    assert replay is not None, f"{name}: not replayable"
+    second, _ = make("cpu")
+    _, again = contracts.record(body, second, params)
+    assert _steps(again) == _steps(replay)
+    assert again.outputs == replay.outputs
+    outs = (out,) if isinstance(out, torch.Tensor) else out
+    assert replay.outputs == tuple((tuple(o.shape), o.stride(), o.dtype) for o in outs)
+    assert replay.steps, "no launch recorded"
+    for _, _, _, values, slots in replay.steps:
+        assert not any(isinstance(v, torch.Tensor) for v in values), "the memo keeps a tensor"
+        n_slots = len(first) + len(outs)
+        assert slots and all(0 <= slot < n_slots for _, slot in slots)
+    written = {slot for step in replay.steps for _, slot in step[4]}
+    assert all(len(first) + j in written for j in range(len(outs))), "an output no launch gets"
+
+
+def test_a_slot_follows_its_tensor():
+    """An output maps to the output slot, inputs to theirs (softmax: x is 0, y is 1)."""
+    x = _randn(8, 64)
+    _, replay = contracts.record(softmax_ops._softmax, (x,), (-1, "auto"))
+    ((_, _, _, values, slots),) = replay.steps
+    assert slots == ((0, 0), (1, 1))
+    assert values[2:4] == [0, 64]  # first row, width: plain values from the signature
+
+
+def _twice(x: torch.Tensor) -> tuple:
+    return x, x
+
+
+@pytest.mark.parametrize(
+    ("why", "body", "make"),
+    [
+        ("split plan: partial statistics in scratch memory", softmax_ops._softmax,
+         lambda: ((_randn(4, 32769),), (-1, "auto"))),
+        ("strides no kernel reads in place: a copy", softmax_ops._softmax,
+         lambda: ((_randn(4, 5, 6)[:, ::2],), (-1, "auto"))),
+        ("a strided weight is copied", rms_ops._rms_norm_checked,
+         lambda: ((_randn(9, 100), _randn(100, 2)[:, 0]), (1e-6, "auto"))),
+        ("one tensor passed twice", add_ops._add_checked,
+         lambda: (_twice(_randn(16, 16)), ())),
+    ],
+)  # fmt: skip
+def test_calls_with_memory_of_their_own_are_not_replayable(why, body, make):
+    tensors, params = make()
+    _, replay = contracts.record(body, tensors, params)
+    assert replay is None, why
+
+
+def test_nothing_is_memoised_off_the_direct_route():
+    """CPU tensors, inputs that require grad: the body runs, the memo stays empty."""
+    replays = contracts.Replays()
+    x = _randn(8, 64)
+    calls = []
+
+    def body(x, dim, plan):
+        calls.append(x)
+        return softmax_ops._softmax(x, dim, plan)
+
+    replays.call(body, (x,), (-1, "auto"))
+    if torch.cuda.is_available():
+        x = x.cuda().requires_grad_()
+        replays.call(body, (x,), (-1, "auto"))
+    assert len(calls) == 1 + torch.cuda.is_available()
+    assert not replays._memo
+
+
+def test_a_bad_argument_still_gets_its_error(device):
+    """Errors come from the body: an unhashable or wrong-typed argument is not replayed."""
+    x = _randn(8, 64, device=device)
+    kp.softmax(x, dim=1)
+    kp.softmax(x, dim=1)  # recorded on a GPU: dim=True (equal to 1 as a key) must not replay it
+    with pytest.raises(TypeError, match="dim must be an int"):
+        kp.softmax(x, dim=[1])
+    with pytest.raises(TypeError, match="dim must be an int"):
+        kp.softmax(x, dim=True)
+
+
+# ---------------------------------------------------------------------------
+# On a GPU: a replay gives the body's bits
+# ---------------------------------------------------------------------------
+
+GPU_CASES = [
+    *REPLAYABLE,
+    ("softmax-block-many-rows", softmax_ops._softmax, softmax_ops._REPLAYS,
+     lambda d: ((_randn(8192, 1024, device=d),), (-1, "auto"))),
+    ("softmax-split", softmax_ops._softmax, softmax_ops._REPLAYS,
+     lambda d: ((_randn(4, 32769, device=d),), (-1, "auto"))),
+    ("rms_norm-pieces", rms_ops._rms_norm_checked, rms_ops._RMS_NORM_REPLAYS,
+     lambda d: ((_randn(512, 4104, dtype=torch.bfloat16, device=d),
+                 _randn(4104, dtype=torch.bfloat16, device=d)), (1e-6, "auto"))),
+    ("row_sum-split", row_sum_ops._row_sum_checked, row_sum_ops._REPLAYS,
+     lambda d: ((_randn(4, 32769, device=d),), (None, plans.RowPlan("split", 1024, 4, 7)))),
+]  # fmt: skip
+
+
+def _poison_allocator(nbytes: int) -> None:
+    """Leave NaN bytes in the caching allocator's free blocks: an unwritten output shows."""
+    block = torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(0xFF)
+    del block
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("name", "body", "replays", "make"), GPU_CASES, ids=[c[0] for c in GPU_CASES]
+)
+def test_a_replay_gives_the_bits_of_the_body(name, body, replays, make):
+    """Record with one input, replay with another, compare with the body on that input."""
+    replays.clear()
+    first, params = make("cuda")
+    replays.call(body, first, params)
+    assert len(replays._memo) == 1
+    (entry,) = replays._memo.values()
+    replayable = "split" not in name
+    assert isinstance(entry, contracts._Replay) == replayable, entry
+    second, _ = make("cuda")
+    want = body(*second, *params)
+    want = (want,) if isinstance(want, torch.Tensor) else want
+    _poison_allocator(sum(w.numel() * w.element_size() for w in want) + (1 << 20))
+    got = replays.call(body, second, params)
+    got = (got,) if isinstance(got, torch.Tensor) else got
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.stride() == w.stride() and g.dtype == w.dtype
+        assert torch.equal(g, w), f"{name}: the replay differs from the body"
+
+
+@pytest.mark.gpu
+def test_a_replay_is_captured_by_a_cuda_graph():
+    """The suite times small shapes by graph replay: a captured replay writes the output."""
+    x = _randn(32, 127, device="cuda")
+    kp.softmax(x)
+    kp.softmax(x)  # the second call replays
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        kp.softmax(x)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = kp.softmax(x)
+    x.copy_(_randn(32, 127, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, softmax_ops._softmax(x, -1, "auto"))
