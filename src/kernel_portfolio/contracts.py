@@ -1,8 +1,12 @@
-"""Input checks shared by every operator.
+"""Input checks and call routes shared by every operator.
 
 Each check raises a ``TypeError`` or ``ValueError`` whose message names the
 argument and says what is allowed, so a caller never gets a wrong answer or a
-crash from deep inside a kernel launch.
+crash from deep inside a kernel launch. The routes (:func:`eager_route`,
+:func:`direct_route`) decide whether a call goes through its custom op, an
+autograd Function of its own or straight to its launchers, and
+:class:`Replays` repeats the launches of a direct-route call whose signature
+it has seen.
 """
 
 from __future__ import annotations
