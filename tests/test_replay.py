@@ -21,6 +21,8 @@ from kernel_portfolio.ops import row_sum as row_sum_ops
 from kernel_portfolio.ops import softmax as softmax_ops
 
 H = torch.float16
+#: A split plan at a width the interpreter runs quickly: 5 chunks over 3 programs a row.
+SPLIT = plans.RowPlan("split", 1024, 4, 3)
 
 
 def _randn(*shape, dtype=H, device="cpu"):
@@ -38,8 +40,12 @@ REPLAYABLE = [
      lambda d: ((_randn(40, 24, device=d).t(),), (0, "auto"))),
     ("softmax-3d", softmax_ops._softmax, softmax_ops._REPLAYS,
      lambda d: ((_randn(2, 3, 200, dtype=torch.bfloat16, device=d),), (-1, "auto"))),
+    ("softmax-split", softmax_ops._softmax, softmax_ops._REPLAYS,
+     lambda d: ((_randn(3, 5000, device=d),), (-1, SPLIT))),
     ("row_sum-float32-out", row_sum_ops._row_sum_checked, row_sum_ops._REPLAYS,
      lambda d: ((_randn(17, 300, device=d),), (torch.float32, "auto"))),
+    ("row_sum-split", row_sum_ops._row_sum_checked, row_sum_ops._REPLAYS,
+     lambda d: ((_randn(3, 5000, device=d),), (None, SPLIT))),
     ("rms_norm-weight", rms_ops._rms_norm_checked, rms_ops._RMS_NORM_REPLAYS,
      lambda d: ((_randn(9, 1000, device=d), _randn(1000, device=d)), (1e-6, "auto"))),
     ("rms_norm-no-weight-looped", rms_ops._rms_norm_checked, rms_ops._RMS_NORM_REPLAYS,
@@ -47,6 +53,9 @@ REPLAYABLE = [
     ("residual", rms_ops._residual_rms_norm_checked, rms_ops._RESIDUAL_REPLAYS,
      lambda d: ((_randn(9, 1000, device=d), _randn(9, 1000, device=d), _randn(1000, device=d)),
                 (1e-6, "auto"))),
+    ("residual-split", rms_ops._residual_rms_norm_checked, rms_ops._RESIDUAL_REPLAYS,
+     lambda d: ((_randn(3, 5000, device=d), _randn(3, 5000, device=d), _randn(5000, device=d)),
+                (1e-6, SPLIT))),
     ("add-same", add_ops._add_checked, add_ops._REPLAYS,
      lambda d: ((_randn(64, 33, device=d), _randn(64, 33, device=d)), ())),
     ("add-broadcast", add_ops._add_checked, add_ops._REPLAYS,
@@ -69,13 +78,16 @@ def test_one_signature_records_one_set_of_launches(name, body, replays, make):
     second, _ = make("cpu")
     _, again = contracts.record(body, second, params)
     assert _steps(again) == _steps(replay)
-    assert again.outputs == replay.outputs
+    assert again.allocations == replay.allocations
     outs = (out,) if isinstance(out, torch.Tensor) else out
-    assert replay.outputs == tuple((tuple(o.shape), o.stride(), o.dtype) for o in outs)
+    assert replay.n_outputs == len(outs)
+    want = tuple((tuple(o.shape), o.stride(), o.dtype) for o in outs)
+    assert replay.allocations[: len(outs)] == want
+    assert ("split" in name) == (len(replay.allocations) > len(outs)), "scratch memory"
     assert replay.steps, "no launch recorded"
     for _, _, _, values, slots in replay.steps:
         assert not any(isinstance(v, torch.Tensor) for v in values), "the memo keeps a tensor"
-        n_slots = len(first) + len(outs)
+        n_slots = len(first) + len(replay.allocations)
         assert slots and all(0 <= slot < n_slots for _, slot in slots)
     written = {slot for step in replay.steps for _, slot in step[4]}
     assert all(len(first) + j in written for j in range(len(outs))), "an output no launch gets"
@@ -97,8 +109,6 @@ def _twice(x: torch.Tensor) -> tuple:
 @pytest.mark.parametrize(
     ("why", "body", "make"),
     [
-        ("split plan: partial statistics in scratch memory", softmax_ops._softmax,
-         lambda: ((_randn(4, 32769),), (-1, "auto"))),
         ("strides no kernel reads in place: a copy", softmax_ops._softmax,
          lambda: ((_randn(4, 5, 6)[:, ::2],), (-1, "auto"))),
         ("a strided weight is copied", rms_ops._rms_norm_checked,
@@ -107,7 +117,7 @@ def _twice(x: torch.Tensor) -> tuple:
          lambda: (_twice(_randn(16, 16)), ())),
     ],
 )  # fmt: skip
-def test_calls_with_memory_of_their_own_are_not_replayable(why, body, make):
+def test_calls_reading_other_memory_are_not_replayable(why, body, make):
     tensors, params = make()
     _, replay = contracts.record(body, tensors, params)
     assert replay is None, why
@@ -150,8 +160,10 @@ GPU_CASES = [
     *REPLAYABLE,
     ("softmax-block-many-rows", softmax_ops._softmax, softmax_ops._REPLAYS,
      lambda d: ((_randn(8192, 1024, device=d),), (-1, "auto"))),
-    ("softmax-split", softmax_ops._softmax, softmax_ops._REPLAYS,
+    ("softmax-split-auto", softmax_ops._softmax, softmax_ops._REPLAYS,
      lambda d: ((_randn(4, 32769, device=d),), (-1, "auto"))),
+    ("rms_norm-split-auto", rms_ops._rms_norm_checked, rms_ops._RMS_NORM_REPLAYS,
+     lambda d: ((_randn(4, 32769, device=d), _randn(32769, device=d)), (1e-6, "auto"))),
     ("rms_norm-pieces", rms_ops._rms_norm_checked, rms_ops._RMS_NORM_REPLAYS,
      lambda d: ((_randn(512, 4104, dtype=torch.bfloat16, device=d),
                  _randn(4104, dtype=torch.bfloat16, device=d)), (1e-6, "auto"))),
@@ -177,8 +189,7 @@ def test_a_replay_gives_the_bits_of_the_body(name, body, replays, make):
     replays.call(body, first, params)
     assert len(replays._memo) == 1
     (entry,) = replays._memo.values()
-    replayable = "split" not in name
-    assert isinstance(entry, contracts._Replay) == replayable, entry
+    assert isinstance(entry, contracts._Replay), f"{name}: not replayable"
     second, _ = make("cuda")
     want = body(*second, *params)
     want = (want,) if isinstance(want, torch.Tensor) else want

@@ -214,7 +214,8 @@ def launchable(kernel: Callable) -> Callable:
     return kernel if launches is None else _Recorder(kernel, launches)
 
 
-#: The launches of the call :class:`Replays` is recording on this thread (``launches``).
+#: What the call :class:`Replays` is recording on this thread has launched (``launches``)
+#: and allocated as scratch (``scratch``, see :func:`scratch`).
 _RECORDING = threading.local()
 #: Input signatures a :class:`Replays` memo holds before it starts afresh.
 REPLAY_MEMO_SIZE = 1024
@@ -261,13 +262,15 @@ class Replays:
     compiled kernels with the new tensors, the rest of the arguments as
     recorded: the same kernels with the same arguments, so the same bits.
 
-    A call is not replayed (its body runs every time) when a launch reads
-    memory that is neither an input nor an output (a scratch buffer, or a copy
-    of an input with strides no kernel reads in place), when two inputs share
-    their first byte, when an output is not a whole allocation of its own, or
-    when a kernel is not a plain ``triton.jit`` function. A body may only
-    allocate its outputs and launch kernels that write them: work done outside
-    the launches (a ``zero_``, a copy into an output) would not be repeated.
+    Working memory allocated with :func:`scratch` is allocated anew for each
+    replay. A call is not replayed (its body runs every time) when a launch
+    reads other memory that is neither an input nor an output (a copy of an
+    input with strides no kernel reads in place), when two inputs share their
+    first byte, when an output is not a whole allocation of its own, or when a
+    kernel is not a plain ``triton.jit`` function. A body may only allocate
+    its outputs and scratch and launch kernels that write them: work done
+    outside the launches (a ``zero_``, a copy into an output) would not be
+    repeated.
     """
 
     def __init__(self) -> None:
@@ -312,12 +315,27 @@ class Replays:
 def record(body: Callable, tensors: Sequence, params: tuple) -> tuple:
     """``(body(*tensors, *params), its replay or None)``: the call, with its launches noted."""
     launches: list = []
-    _RECORDING.launches = launches
+    scratches: list = []
+    _RECORDING.launches, _RECORDING.scratch = launches, scratches
     try:
         out = body(*tensors, *params)
     finally:
-        _RECORDING.launches = None
-    return out, _Replay.build(launches, tensors, out)
+        _RECORDING.launches = _RECORDING.scratch = None
+    return out, _Replay.build(launches, tensors, out, scratches)
+
+
+def scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``torch.empty`` for a call's working memory: written by its launches before they read it.
+
+    The split plans' partial statistics live here. A call being recorded by
+    :class:`Replays` notes the allocation, so that its replay allocates the
+    same again (uninitialised, as here) instead of refusing the call.
+    """
+    t = torch.empty(shape, dtype=dtype, device=device)
+    noted = getattr(_RECORDING, "scratch", None)
+    if noted is not None:
+        noted.append(t)
+    return t
 
 
 def _replay_key(tensors: Sequence, params: tuple) -> tuple | None:
@@ -352,16 +370,18 @@ def _extent(t: torch.Tensor) -> int:
 class _Replay:
     """The launches of one recorded call, ready to repeat with new tensors."""
 
-    __slots__ = ("device", "outputs", "single", "steps")
+    __slots__ = ("allocations", "device", "n_outputs", "single", "steps")
 
-    def __init__(self, device, outputs, single, steps) -> None:
+    def __init__(self, device, allocations, n_outputs, single, steps) -> None:
         self.device = device
-        self.outputs = outputs
+        #: ``(shape, strides, dtype)`` of each output, then of each scratch buffer.
+        self.allocations = allocations
+        self.n_outputs = n_outputs
         self.single = single
         self.steps = steps
 
     @classmethod
-    def build(cls, launches: list, tensors: Sequence, out) -> _Replay | None:
+    def build(cls, launches: list, tensors: Sequence, out, scratches: Sequence) -> _Replay | None:
         """The replay of a call that launched ``launches`` and returned ``out``, if it has one."""
         single = isinstance(out, torch.Tensor)
         outs = (out,) if single else out
@@ -373,11 +393,12 @@ class _Replay:
                 if t.data_ptr() in slot_of:
                     return None  # two inputs start at one byte: their slots are ambiguous
                 slot_of[t.data_ptr()] = i
-        for j, o in enumerate(outs):
+        fresh = (*outs, *scratches)
+        for j, o in enumerate(fresh):
             if o.numel() == 0:
                 continue
-            fresh = o.data_ptr() not in slot_of and o.storage_offset() == 0
-            if not fresh or o.untyped_storage().nbytes() != _extent(o):
+            whole = o.storage_offset() == 0 and o.untyped_storage().nbytes() == _extent(o)
+            if o.data_ptr() in slot_of or not whole:
                 return None
             slot_of[o.data_ptr()] = len(tensors) + j
         steps = []
@@ -393,22 +414,22 @@ class _Replay:
                 if isinstance(value, torch.Tensor):
                     slot = slot_of.get(value.data_ptr())
                     if slot is None:
-                        return None  # memory the call allocated for itself, or a copy
+                        return None  # memory neither passed in nor allocated here: a copy
                     tensor_slots.append((pos, slot))
                     values[pos] = None  # the memo keeps no tensor alive
             grid3 = (*grid, 1, 1)[:3]
             steps.append((compiled, grid, grid3, values, tuple(tensor_slots)))
         device = outs[0].device if outs else None
-        shapes = tuple((tuple(o.shape), o.stride(), o.dtype) for o in outs)
-        return cls(device, shapes, single, tuple(steps))
+        shapes = tuple((tuple(o.shape), o.stride(), o.dtype) for o in fresh)
+        return cls(device, shapes, len(outs), single, tuple(steps))
 
     def __call__(self, tensors: Sequence):
-        outs = tuple(
+        fresh = tuple(
             torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
-            for shape, stride, dtype in self.outputs
+            for shape, stride, dtype in self.allocations
         )
         if self.steps:
-            slots = (*tensors, *outs)
+            slots = (*tensors, *fresh)
             stream = driver.active.get_current_stream(self.device.index)
             enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
             for compiled, grid, (g0, g1, g2), values, tensor_slots in self.steps:
@@ -428,4 +449,4 @@ class _Replay:
                     leave,
                     *args,
                 )
-        return outs[0] if self.single else outs
+        return fresh[0] if self.single else fresh[: self.n_outputs]

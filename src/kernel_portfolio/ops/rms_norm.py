@@ -120,6 +120,7 @@ from kernel_portfolio.contracts import (
     direct_route,
     eager_route,
     launchable,
+    scratch,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
@@ -980,7 +981,7 @@ def _forward(
             )
             return
         chunks_per_split, n_split = _split(n_cols, plan)
-        ss = torch.empty((n_rows, n_split), dtype=torch.float32, device=x.device)
+        ss = scratch((n_rows, n_split), torch.float32, x.device)
         grid = (n_rows, n_split)
         launchable(_fwd_partial_kernel)[grid](
             x, res, hh, ss, n_cols, chunks_per_split, *strides, **consts

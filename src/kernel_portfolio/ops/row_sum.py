@@ -66,6 +66,7 @@ from kernel_portfolio.contracts import (
     direct_route,
     eager_route,
     launchable,
+    scratch,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
@@ -268,7 +269,7 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
             )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
-        partial = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
+        partial = scratch((n_rows, n_splits), torch.float32, x.device)
         launchable(_split_partial_kernel)[(n_rows, n_splits)](
             x2, partial, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
         )

@@ -88,6 +88,7 @@ from kernel_portfolio.contracts import (
     direct_route,
     eager_route,
     launchable,
+    scratch,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
@@ -548,8 +549,8 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
             )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
-        part_max = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
-        part_sum = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
+        part_max = scratch((n_rows, n_splits), torch.float32, x.device)
+        part_sum = scratch((n_rows, n_splits), torch.float32, x.device)
         grid = (n_rows, n_splits)
         launchable(_fwd_split_stats_kernel)[grid](
             x2, part_max, part_sum, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
