@@ -70,12 +70,12 @@ def _steps(replay) -> list:
 
 
 @pytest.mark.parametrize(("name", "body", "replays", "make"), REPLAYABLE, ids=IDS)
-def test_one_signature_records_one_set_of_launches(name, body, replays, make):
+def test_one_signature_records_one_set_of_launches(name, body, replays, make, device):
     """Two calls, same signature, other tensors: the same launches, tensors in the same slots."""
-    first, params = make("cpu")
+    first, params = make(device)
     out, replay = contracts.record(body, first, params)
     assert replay is not None, f"{name}: not replayable"
-    second, _ = make("cpu")
+    second, _ = make(device)
     _, again = contracts.record(body, second, params)
     assert _steps(again) == _steps(replay)
     assert again.allocations == replay.allocations
@@ -93,9 +93,9 @@ def test_one_signature_records_one_set_of_launches(name, body, replays, make):
     assert all(len(first) + j in written for j in range(len(outs))), "an output no launch gets"
 
 
-def test_a_slot_follows_its_tensor():
+def test_a_slot_follows_its_tensor(device):
     """An output maps to the output slot, inputs to theirs (softmax: x is 0, y is 1)."""
-    x = _randn(8, 64)
+    x = _randn(8, 64, device=device)
     _, replay = contracts.record(softmax_ops._softmax, (x,), (-1, "auto"))
     ((_, _, _, values, slots),) = replay.steps
     assert slots == ((0, 0), (1, 1))
@@ -110,34 +110,37 @@ def _twice(x: torch.Tensor) -> tuple:
     ("why", "body", "make"),
     [
         ("strides no kernel reads in place: a copy", softmax_ops._softmax,
-         lambda: ((_randn(4, 5, 6)[:, ::2],), (-1, "auto"))),
+         lambda d: ((_randn(4, 5, 6, device=d)[:, ::2],), (-1, "auto"))),
         ("a strided weight is copied", rms_ops._rms_norm_checked,
-         lambda: ((_randn(9, 100), _randn(100, 2)[:, 0]), (1e-6, "auto"))),
+         lambda d: ((_randn(9, 100, device=d), _randn(100, 2, device=d)[:, 0]), (1e-6, "auto"))),
         ("one tensor passed twice", add_ops._add_checked,
-         lambda: (_twice(_randn(16, 16)), ())),
+         lambda d: (_twice(_randn(16, 16, device=d)), ())),
     ],
 )  # fmt: skip
-def test_calls_reading_other_memory_are_not_replayable(why, body, make):
-    tensors, params = make()
+def test_calls_reading_other_memory_are_not_replayable(why, body, make, device):
+    tensors, params = make(device)
     _, replay = contracts.record(body, tensors, params)
     assert replay is None, why
 
 
-def test_nothing_is_memoised_off_the_direct_route():
-    """CPU tensors, inputs that require grad: the body runs, the memo stays empty."""
+def test_nothing_is_memoised_off_the_direct_route(device):
+    """Interpreted (CPU) tensors, inputs that require grad: the body runs, the memo stays empty."""
     replays = contracts.Replays()
-    x = _randn(8, 64)
     calls = []
 
     def body(x, dim, plan):
         calls.append(x)
         return softmax_ops._softmax(x, dim, plan)
 
-    replays.call(body, (x,), (-1, "auto"))
-    if torch.cuda.is_available():
-        x = x.cuda().requires_grad_()
+    x = _randn(8, 64, device=device)
+    with torch.no_grad():  # the direct route: replayed on a GPU only
         replays.call(body, (x,), (-1, "auto"))
-    assert len(calls) == 1 + torch.cuda.is_available()
+    assert len(replays._memo) == (device == "cuda")
+    replays.clear()
+    x.requires_grad_()
+    for _ in range(2):
+        replays.call(body, (x,), (-1, "auto"))
+    assert len(calls) == 3
     assert not replays._memo
 
 
