@@ -40,7 +40,6 @@ from types import ModuleType
 import torch
 
 from kernel_portfolio import reference
-from kernel_portfolio.contracts import interpreter_enabled
 from kernel_portfolio.course import exercise, packaged_file
 
 #: Exit codes of ``kp check``.
@@ -796,6 +795,10 @@ def todo_lines(source: str) -> list[tuple[int, str]]:
 
 
 def _device() -> str | None:
+    # Imported here: ``contracts`` imports ``triton``, which must come after main() has
+    # decided on the interpreter.
+    from kernel_portfolio.contracts import interpreter_enabled
+
     if interpreter_enabled():
         return "cpu"
     return "cuda" if torch.cuda.is_available() else None
