@@ -11,6 +11,9 @@ The counter only grows: a launch's programs wait for the next multiple of
 ``S`` above the count they found (launches on one stream do not overlap), so
 nothing is zeroed between calls and the call captures in a CUDA graph. Every
 program of the grid (rows x slices) is resident at once at these shapes.
+Slices past the row's end (the slice count is a power of two) give the
+partials ``(-inf, 0)``; the run of 11:16Z lacked that guard, so where such a
+slice exists its outputs were NaN (its times stand: the same work).
 Timed as the suite times small shapes: 20 calls captured in a graph,
 replayed, warm L2, the implementations interleaved; outputs NaN-poisoned
 first and compared with float64.
@@ -41,7 +44,7 @@ def _coop_kernel(x_ptr, y_ptr, part_ptr, count_ptr, n_cols, S: tl.constexpr, SLI
     mask = cols < n_cols
     x = tl.load(x_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
     m = tl.max(x, 0)
-    e = tl.exp2((x - m) * LOG2E)
+    e = tl.exp2((x - tl.where(m == -float("inf"), 0.0, m)) * LOG2E)  # a slice past the row: 0
     part = part_ptr + (row64 * S + s) * 2
     tl.store(part, m)
     tl.store(part + 1, tl.sum(e, 0))
