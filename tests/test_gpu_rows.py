@@ -17,7 +17,7 @@ from kp_testing import assert_matches, poison
 from torch.library import opcheck
 
 import kernel_portfolio as kp
-from kernel_portfolio import plans, reference
+from kernel_portfolio import contracts, plans, reference
 from kernel_portfolio.ops import row_sum as row_sum_ops
 from kernel_portfolio.ops import softmax as softmax_ops
 
@@ -72,6 +72,64 @@ def test_softmax_forward_backward(shape, plan, dtype):
     dx = poison(torch.empty_like(x))
     softmax_ops._launch_backward(y, dy, dx, chosen)
     assert_matches(dx, reference.softmax_backward(y, dy), dtype, f"dx, {chosen}")
+
+
+# (shape, plan) of split forwards that run as one cooperative launch on the H200.
+COOPERATIVE = [
+    ((4, 32769), "auto"),
+    ((1, 65536), "auto"),
+    ((3, 9000), plans.RowPlan("split", 1024, 4, 9)),
+    ((33, 16384), plans.RowPlan("split", 4096, 16, 4)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("shape", "plan"), COOPERATIVE, ids=str)
+def test_a_cooperative_split_gives_the_bits_of_two_launches(shape, plan, dtype, monkeypatch):
+    x = _logits(shape, dtype)
+    chosen = plans.choose_for(x, plan)
+    per_program, n_splits = plans.split_segments(shape[-1], chosen)
+    assert softmax_ops._cooperative(shape[0], n_splits, per_program, x.device), chosen
+    together = poison(torch.empty_like(x))
+    softmax_ops._launch_forward(x, together, chosen)
+    monkeypatch.setattr(softmax_ops, "_cooperative", lambda *args: False)
+    apart = poison(torch.empty_like(x))
+    softmax_ops._launch_forward(x, apart, chosen)
+    assert torch.equal(together.isnan(), apart.isnan())  # the fully masked row
+    assert torch.equal(together.nan_to_num(), apart.nan_to_num())
+
+
+def _row_counters() -> list[torch.Tensor]:
+    return [t for key, t in contracts._STREAM_BUFFERS.items() if key[0] == "softmax row counters"]
+
+
+def test_cooperative_launches_leave_their_counters_at_zero():
+    """A launch counts each row's programs in and out: the next launch must find zeros."""
+    x = torch.randn(4, 32769, device="cuda", dtype=torch.float16)
+    for _ in range(3):
+        y = kp.softmax(x)
+    torch.cuda.synchronize()
+    assert _row_counters(), "no cooperative launch"
+    assert all(not t.any() for t in _row_counters())
+    assert_matches(y, reference.softmax(x), x.dtype)
+
+
+def test_cooperative_launches_on_two_streams_at_once():
+    """Each stream counts on buffers of its own: overlapping launches neither mix nor hang."""
+    xs = [torch.randn(4, 32769, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    streams = [torch.cuda.Stream() for _ in xs]
+    outs: list[list[torch.Tensor]] = [[], []]
+    for stream in streams:
+        stream.wait_stream(torch.cuda.current_stream())
+    for _ in range(50):
+        for i, (x, stream) in enumerate(zip(xs, streams, strict=True)):
+            with torch.cuda.stream(stream):
+                outs[i].append(kp.softmax(x))
+    torch.cuda.synchronize()
+    for x, ys in zip(xs, outs, strict=True):
+        want = kp.softmax(x)
+        assert all(torch.equal(y, want) for y in ys)
+    assert len(_row_counters()) >= 2
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -262,9 +262,10 @@ def test_a_replay_gives_the_bits_of_the_body(name, body, replays, make):
 
 
 @pytest.mark.gpu
-def test_a_replay_is_captured_by_a_cuda_graph():
+@pytest.mark.parametrize("shape", [(32, 127), (4, 32769)], ids=str)  # a block, a cooperative split
+def test_a_replay_is_captured_by_a_cuda_graph(shape):
     """The suite times small shapes by graph replay: a captured replay writes the output."""
-    x = _randn(32, 127, device="cuda")
+    x = _randn(*shape, device="cuda")
     kp.softmax(x)
     kp.softmax(x)  # the second call replays
     stream = torch.cuda.Stream()
@@ -275,10 +276,11 @@ def test_a_replay_is_captured_by_a_cuda_graph():
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         y = kp.softmax(x)
-    x.copy_(_randn(32, 127, device="cuda"))
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(y, softmax_ops._softmax(x, -1, "auto"))
+    for _ in range(2):
+        x.copy_(_randn(*shape, device="cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, softmax_ops._softmax(x, -1, "auto"))
 
 
 def _grads_of(fn, shape: tuple[int, int], seed: int) -> list:

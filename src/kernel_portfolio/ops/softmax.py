@@ -33,7 +33,10 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, per plan
 * ``split``: ``S`` programs share a row. A stats kernel writes each slice's
   ``(max, sum)``; a write kernel merges a row's ``S`` pairs, rereads its slice
   and writes it: ``3MNb`` plus ``8S(S + 1)`` bytes of float32 statistics per
-  row. Backward does the same with partial dot products: ``5MNb`` plus
+  row. When each slice is one chunk and the grid fits the SMs (few wide
+  rows), one launch does both (:func:`_cooperative`): a program holds its
+  slice in registers and waits on a row counter for the others' pairs,
+  ``2MNb`` and one launch fewer. Backward does the same with partial dot products: ``5MNb`` plus
   ``4S(S + 1)`` per row.
 
 The online merge must not compute ``exp(-inf - (-inf))``: while every value
@@ -75,6 +78,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from torch._library.triton import is_wrap_triton_enabled
 from torch.autograd.function import once_differentiable
 from torch.library import triton_op
 
@@ -87,8 +91,10 @@ from kernel_portfolio.contracts import (
     direct_launches,
     direct_route,
     eager_route,
+    interpreter_enabled,
     launchable,
     scratch,
+    stream_buffer,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
@@ -355,6 +361,83 @@ def _fwd_split_write_kernel(
     _write_probs(x_row, stride_xn, y_row, m, s, col0, chunks_per_split, n_cols, BLOCK, "")
 
 
+@triton.jit
+def _wait_for_row(count_ptr, n_programs):
+    """Count this program in on its row's counters and return once all ``n_programs`` have.
+
+    ``count_ptr`` holds two counters: arrivals, then departures. The
+    program's earlier stores are released with its arrival and the others'
+    acquired with the count that lets it go; the last program to leave sets
+    both back to 0 for the row's next launch (on this stream, so after this
+    one ends). Every program of the launch must be resident at once, or
+    the first ones would wait for ever: see :func:`_cooperative`.
+    """
+    tl.debug_barrier()  # the whole program's stores before its arrival
+    tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
+    seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
+    while seen < n_programs:
+        seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
+    tl.debug_barrier()
+    if tl.atomic_add(count_ptr + 1, 1, sem="relaxed", scope="gpu") == n_programs - 1:
+        tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
+        tl.atomic_xchg(count_ptr + 1, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _fwd_split_coop_kernel(
+    x_ptr,
+    y_ptr,
+    max_ptr,
+    sum_ptr,
+    count_ptr,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_ym,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    MAX_SPLITS: tl.constexpr,
+):
+    """Split plan, forward, in one launch: program (row, k) holds chunk k of the row.
+
+    It writes its chunk's (max, sum) as the stats kernel does, waits for the
+    row's other programs (:func:`_wait_for_row`), merges the row's pairs as
+    the write kernel does and writes its chunk from registers: the same
+    arithmetic, so the same bits, as the two launches, with no reread and
+    one launch fewer.
+    """
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    cols = k * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(
+        x_ptr + row * stride_xm + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")
+    )
+    x = x.to(tl.float32)
+    m = tl.max(x, 0)
+    tl.store(max_ptr + row * n_splits + k, m)
+    tl.store(sum_ptr + row * n_splits + k, tl.sum(tl.exp(x - _shift_for(m)), 0))
+    _wait_for_row(count_ptr + 2 * row, n_splits)
+    slots = tl.arange(0, MAX_SPLITS)
+    in_row = slots < n_splits
+    # .cg: from the L2, where the other programs' stores are, never a stale L1 line.
+    part_max = tl.load(
+        max_ptr + row * n_splits + slots, mask=in_row, other=float("-inf"), cache_modifier=".cg"
+    )
+    part_sum = tl.load(
+        sum_ptr + row * n_splits + slots, mask=in_row, other=0.0, cache_modifier=".cg"
+    )
+    m = tl.max(part_max, 0)
+    s = tl.sum(part_sum * tl.exp(part_max - m), 0)
+    tl.store(
+        y_ptr + row * stride_ym + cols, (tl.exp(x - m) / s).to(y_ptr.dtype.element_ty), mask=mask
+    )
+
+
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _bwd_block_kernel(
     y_ptr,
@@ -506,6 +589,26 @@ def _bwd_split_write_kernel(
 # ---------------------------------------------------------------------------
 
 
+def _cooperative(n_rows: int, n_splits: int, chunks_per_split: int, device: torch.device) -> bool:
+    """Whether a split forward runs as one launch of programs that wait for each other.
+
+    Each program must hold its slice in registers (one chunk), and every
+    program must be resident at once: at most one a streaming multiprocessor,
+    which any kernel gets, so a grid no larger than the SM count can wait
+    without deadlock even when other work holds the GPU. Only for compiled
+    kernels launched straight: the interpreter runs programs one after
+    another (the first would wait for ever), and a traced launch
+    (``torch.compile``) cannot carry the per-stream counters. Otherwise the
+    two launches of the split plan, whose bits it gives.
+    """
+    return (
+        chunks_per_split == 1
+        and n_rows * n_splits <= plans.sm_count(device)
+        and not interpreter_enabled()
+        and not is_wrap_triton_enabled()
+    )
+
+
 def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> None:
     """Write the softmax of ``x``'s rows (its last dimension) into ``y``.
 
@@ -552,6 +655,23 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
         part_max = scratch((n_rows, n_splits), torch.float32, x.device)
         part_sum = scratch((n_rows, n_splits), torch.float32, x.device)
         grid = (n_rows, n_splits)
+        if _cooperative(n_rows, n_splits, chunks_per_split, x.device):
+            n_counters = 2 * plans.sm_count(x.device)  # two a row, and rows <= SMs
+            counters = stream_buffer("softmax row counters", n_counters, torch.int32, x.device)
+            launchable(_fwd_split_coop_kernel)[grid](
+                x2,
+                y,
+                part_max,
+                part_sum,
+                counters,
+                n_cols,
+                stride_xm,
+                stride_xn,
+                n_cols,
+                MAX_SPLITS=plans.MAX_SPLITS,
+                **consts,
+            )
+            return
         launchable(_fwd_split_stats_kernel)[grid](
             x2, part_max, part_sum, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
         )
