@@ -78,7 +78,6 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch._library.triton import is_wrap_triton_enabled
 from torch.autograd.function import once_differentiable
 from torch.library import triton_op
 
@@ -596,16 +595,17 @@ def _cooperative(n_rows: int, n_splits: int, chunks_per_split: int, device: torc
     program must be resident at once: at most one a streaming multiprocessor,
     which any kernel gets, so a grid no larger than the SM count can wait
     without deadlock even when other work holds the GPU. Only for compiled
-    kernels launched straight: the interpreter runs programs one after
+    kernels on real tensors: the interpreter runs programs one after
     another (the first would wait for ever), and a traced launch
-    (``torch.compile``) cannot carry the per-stream counters. Otherwise the
+    (``torch.compile``, dispatch modes: :func:`eager_route` is False) cannot
+    carry the per-stream counters. Otherwise the
     two launches of the split plan, whose bits it gives.
     """
     return (
         chunks_per_split == 1
         and n_rows * n_splits <= plans.sm_count(device)
         and not interpreter_enabled()
-        and not is_wrap_triton_enabled()
+        and eager_route()
     )
 
 
