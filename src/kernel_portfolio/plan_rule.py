@@ -51,7 +51,7 @@ PIECE_TAIL_DIVISOR = 512
 #: Else ``looped``: rows of at most ``NARROW_MAX_BYTES`` take the narrow chunk
 #: and warps, wider rows the wide ones (0: every row is wide).
 NARROW_MAX_BYTES = 32769 * 2
-NARROW_CHUNK = 8192
-NARROW_WARPS: int | None = 8
+NARROW_CHUNK = 4096
+NARROW_WARPS: int | None = 16
 WIDE_CHUNK = 16384
 WIDE_WARPS: int | None = 16
