@@ -290,7 +290,10 @@ display(
 #
 # `scripts/chunk_rules_fit.py` searches a family of rules shaped like
 # `plans.choose`: *split* when there are at most a given number of rows per SM and
-# the row is wider than a threshold, with one chunk width and warp count; otherwise
+# the row is wider than a threshold, with one chunk width and warp count, or a
+# second one where a program a chunk over all rows fits the SMs (the softmax
+# forward then runs as one cooperative launch whose programs wait for their row's
+# others: `softmax._cooperative`; the fit may also choose never); otherwise
 # *block* when the row's power-of-two width fits a threshold; otherwise *loop*,
 # with one chunk and warp count up to a width and another beyond. Thresholds sit at
 # the grid's own row counts and widths; chunks and warps range over those measured.
@@ -500,8 +503,22 @@ display(HTML(table.to_html(index=False)))
 split_bad = causes.get("right kind (split), chunk or warps", [])
 looped_bad = causes.get("right kind (looped), chunk or warps", [])
 wrong_kind = causes.get("wrong kind", [])
-wider = [k for k in split_bad if fitting.parse_impl(cells[1][k].best)[1] > rule.split_chunk]
-narrower = [k for k in split_bad if fitting.parse_impl(cells[1][k].best)[1] < rule.split_chunk]
+
+
+def chunk_of(name: str) -> int:
+    """The chunk width of an implementation name."""
+    return fitting.parse_impl(name)[1]
+
+
+wider = [k for k in split_bad if chunk_of(cells[1][k].best) > chunk_of(held_out["fitted", k][1])]
+narrower = [k for k in split_bad if chunk_of(cells[1][k].best) < chunk_of(held_out["fitted", k][1])]
+if rule.coop_chunk:
+    split_chunks = (
+        f"chunks, {rule.coop_chunk} columns where its programs fit the SMs and "
+        f"{rule.split_chunk} elsewhere, are"
+    )
+else:
+    split_chunks = f"one split chunk, {rule.split_chunk} columns, is"
 worst = max(bad, key=lambda k: held_out["fitted", k][2])
 worst_id, worst_pick, _ = held_out["fitted", worst]
 lookup_pick = held_out["lookup", worst][1]
@@ -525,7 +542,7 @@ assert len(split_bad) + len(looped_bad) + len(wrong_kind) == len(bad)
 assert fitting.parse_impl(lookup_pick)[0] == fitting.parse_impl(worst_pick)[0]
 sentences = [
     f"Of the {len(bad)} badly served cells, {len(split_bad)} are split cells where the rule's "
-    f"one split chunk, {rule.split_chunk} columns, is the wrong one: {directions}."
+    f"{split_chunks} the wrong one: {directions}."
 ]
 if looped_bad:
     wanted = sorted({cells[1][k].best for k in looped_bad})
@@ -605,19 +622,33 @@ def within(cell: fitting.Cell, chunk: int) -> bool:
 
 split_cells = [c for c in cells[1].values() if c.best.startswith("split-")]
 by_slice = sum(within(c, slice_chunk(c.n_rows, c.n_cols)) for c in split_cells)
-by_rule = sum(within(c, rule.split_chunk) for c in split_cells)
+by_rule = sum(within(c, chunk_of(rule.impl(c.n_rows, c.n_cols, SM_COUNT))) for c in split_cells)
 assert by_slice > by_rule  # the text below relies on this
+if rule.coop_chunk:
+    rules_chunks = (
+        f"two ({rule.coop_chunk} where its programs fit the SMs, {rule.split_chunk} past that)"
+    )
+    steps = (
+        "The rule's two chunks are already one such step, and the price shows: a batch size "
+        "that crosses it compiles the other form once. A chunk from `N / S` would step at "
+        "every power of two of the row count, and the operators promise that a new batch "
+        "size compiles nothing past the first calls (the specialization case study)."
+    )
+else:
+    rules_chunks = f"fixed {rule.split_chunk}"
+    steps = (
+        "But `S` follows the row count, so a chunk chosen from `N / S` would too, and the "
+        "chunk is a compile-time size: a new batch size could compile another kernel, which "
+        "the operators promise not to do (the specialization case study)."
+    )
 display(
     Markdown(
         f"Of the {len(split_cells)} cells where a split plan was fastest in run 2, the chunk "
         f"that covers the slice is within a tenth of the fastest in {by_slice}; the rule's "
-        f"fixed {rule.split_chunk} in {by_rule}. But `S` follows the row count, so a chunk "
-        "chosen from `N / S` would too, and the chunk is a compile-time size: a new batch "
-        "size could compile another kernel, which the operators promise not to do (the "
-        "specialization case study). A split chunk per band of widths, as the looped plan "
-        "has, keeps that promise and is the family a next fit should try: a new family in "
-        "`scripts/chunk_rules_fit.py` and in `plans.choose`, fitted on one run and scored on "
-        "the other like this one, before `plan_rule.py` takes it."
+        f"{rules_chunks} in {by_rule}. {steps} A split chunk per band of widths, as the "
+        "looped plan has, keeps that promise and is the family a next fit should try: a new "
+        "family in `scripts/chunk_rules_fit.py` and in `plans.choose`, fitted on one run and "
+        "scored on the other like this one, before `plan_rule.py` takes it."
     )
 )
 

@@ -134,12 +134,23 @@ def cells_from_result(data: Mapping) -> dict[tuple[str, str, int, int], Cell]:
     return cells
 
 
+def cooperative(n_rows: int, n_cols: int, chunk: int, sm_count: int) -> bool:
+    """Whether a split plan of ``chunk``-wide chunks, one a program, fits the SMs (0: never).
+
+    The same test as ``plans.choose``'s for its cooperative chunk.
+    """
+    return chunk > 0 and n_rows * -(-n_cols // min(chunk, next_pow2(n_cols))) <= sm_count
+
+
 @dataclass(frozen=True)
 class ChunkRule:
     """A row-plan rule for rows of 8192 columns and wider.
 
-    ``split`` when ``n_rows <= split_rows_per_sm * sm_count`` and
-    ``n_cols > split_min_cols``; else ``block`` when the row's power-of-two width is
+    ``split`` when ``n_rows <= split_rows_per_sm * sm_count`` and ``n_cols >
+    split_min_cols``: with ``coop_chunk``/``coop_warps`` where a program a chunk over
+    all rows fits the SMs (``n_rows * ceil(n_cols / coop_chunk) <= sm_count``: the
+    kernels then run the split forward as one cooperative launch; 0 = never), else
+    ``split_chunk``/``split_warps``; else ``block`` when the row's power-of-two width is
     at most ``max_block_cols``; else ``looped``, with ``narrow_chunk``/``narrow_warps``
     up to ``narrow_max_cols`` columns and ``wide_chunk``/``wide_warps`` beyond.
     Chunks never exceed the row's power-of-two width.
@@ -156,6 +167,8 @@ class ChunkRule:
     narrow_warps: int
     wide_chunk: int
     wide_warps: int
+    coop_chunk: int = 0
+    coop_warps: int = 0
 
     def kind(self, n_rows: int, n_cols: int, sm_count: int) -> str:
         """The plan kind for a shape."""
@@ -170,6 +183,8 @@ class ChunkRule:
         width = next_pow2(n_cols)
         kind = self.kind(n_rows, n_cols, sm_count)
         if kind == "split":
+            if cooperative(n_rows, n_cols, self.coop_chunk, sm_count):
+                return impl_name("split", min(self.coop_chunk, width), self.coop_warps)
             return impl_name("split", min(self.split_chunk, width), self.split_warps)
         if kind == "block":
             return impl_name("block", width, self.block_warps)
@@ -273,11 +288,7 @@ def fit(cells: Iterable[Cell], sm_count: int) -> ChunkRule:
         groups = {"split": [], "block": [], "looped": []}
         for c in cells:
             groups[probe.kind(c.n_rows, c.n_cols, sm_count)].append(c)
-        split_cost, (split_chunk, split_warps) = _best_option(
-            pairs,
-            groups["split"],
-            lambda o, c: impl_name("split", min(o[0], next_pow2(c.n_cols)), o[1]),
-        )
+        split_cost, (coop, split_chunk, split_warps) = _fit_split(pairs, groups["split"], sm_count)
         block_cost, block_warps = _best_option(
             warps_, groups["block"], lambda w, c: impl_name("block", next_pow2(c.n_cols), w)
         )
@@ -309,8 +320,33 @@ def fit(cells: Iterable[Cell], sm_count: int) -> ChunkRule:
                 narrow_warps=n_warps,
                 wide_chunk=w_chunk,
                 wide_warps=w_warps,
+                coop_chunk=coop[0],
+                coop_warps=coop[1],
             )
     return best_rule
+
+
+def _fit_split(pairs, cells, sm_count: int):
+    """The split group's ``(cost, ((coop_chunk, coop_warps), split_chunk, split_warps))``.
+
+    Each ``(chunk, warps)`` measured, or none (``(0, 0)``, tried first so that it
+    wins ties), as the cooperative choice for the cells it fits; the best pair
+    for the rest.
+    """
+
+    def split(option, cell):
+        return impl_name("split", min(option[0], next_pow2(cell.n_cols)), option[1])
+
+    best_cost, best = (math.inf, math.inf), None
+    for coop in [(0, 0), *pairs]:
+        together = [c for c in cells if cooperative(c.n_rows, c.n_cols, coop[0], sm_count)]
+        apart = [c for c in cells if not cooperative(c.n_rows, c.n_cols, coop[0], sm_count)]
+        c_cost = _best_option([coop], together, split)[0] if together else (0.0, 0.0)
+        s_cost, s_opt = _best_option(pairs, apart, split)
+        cost = (c_cost[0] + s_cost[0], max(c_cost[1], s_cost[1]))
+        if best is None or cost < best_cost:
+            best_cost, best = cost, (coop if together else (0, 0), *s_opt)
+    return best_cost, best
 
 
 def describe(rule: ChunkRule) -> str:
@@ -323,6 +359,11 @@ def describe(rule: ChunkRule) -> str:
             f"{rule.split_min_cols}: chunk {rule.split_chunk}, {rule.split_warps} warps, "
             "plans.split_count programs per row"
         )
+        if rule.coop_chunk:
+            split += (
+                f"; chunk {rule.coop_chunk}, {rule.coop_warps} warps where "
+                f"n_rows * ceil(n_cols / {rule.coop_chunk}) <= sm_count (one cooperative launch)"
+            )
     wide = f"chunk {rule.wide_chunk}, {rule.wide_warps} warps"
     if rule.narrow_max_cols == 0:
         looped = f"looped otherwise: {wide}"

@@ -35,7 +35,12 @@ def test_every_chosen_plan_is_valid(kind):
         if plan.kind == "block":
             assert n_cols <= plan.block < 2 * max(n_cols, 1), case
         else:
-            chunks = (plan_rule.SPLIT_CHUNK, plan_rule.NARROW_CHUNK, plan_rule.WIDE_CHUNK)
+            chunks = (
+                plan_rule.SPLIT_CHUNK,
+                plan_rule.COOP_CHUNK,
+                plan_rule.NARROW_CHUNK,
+                plan_rule.WIDE_CHUNK,
+            )
             assert plan.block <= max(chunks), case
         if plan.kind == "split":
             chunks = triton.cdiv(n_cols, plan.block)
@@ -301,6 +306,21 @@ def test_auto_reads_its_constants_from_plan_rule(monkeypatch):
     monkeypatch.setattr(plan_rule, "NARROW_WARPS", 16)
     assert choose(4, 100_000, elem_bytes=2, sm_count=132) == RowPlan("looped", 2048, 16)
     assert choose(4, 100_000, elem_bytes=4, sm_count=132).block == plan_rule.WIDE_CHUNK
+
+
+def test_split_takes_the_cooperative_chunk_while_a_program_a_chunk_fits_the_sms(monkeypatch):
+    monkeypatch.setattr(plan_rule, "COOP_CHUNK", 2048)
+    monkeypatch.setattr(plan_rule, "COOP_WARPS", 4)
+    monkeypatch.setattr(plan_rule, "SPLIT_CHUNK", 8192)
+    monkeypatch.setattr(plan_rule, "SPLIT_WARPS", 16)
+    # 4 rows of 32769 columns: 17 chunks of 2048 a row, 68 programs on 132 SMs.
+    assert choose(4, 32769, elem_bytes=2, sm_count=132) == RowPlan("split", 2048, 4, 17)
+    assert choose(4, 32769, elem_bytes=2, sm_count=68).block == 2048
+    assert choose(4, 32769, elem_bytes=2, sm_count=67) == RowPlan("split", 8192, 16, 5)
+    assert choose(8, 32769, elem_bytes=2, sm_count=132).block == 8192  # 136 programs
+    assert choose(1, 1500, elem_bytes=2, sm_count=132, plan="split").block == 2048
+    monkeypatch.setattr(plan_rule, "COOP_CHUNK", 0)
+    assert choose(4, 32769, elem_bytes=2, sm_count=132).block == 8192
 
 
 def test_choose_for_caches_plain_shapes_and_matches_choose():

@@ -9,6 +9,7 @@ showing that each script writes a schema-valid result.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import sys
@@ -265,13 +266,18 @@ def test_parse_impl_round_trips_and_rejects_broken_names():
             fitting.parse_impl(bad)
 
 
-def test_fit_recovers_a_planted_rule():
-    cells = _cells(PLANTED)
+@pytest.mark.parametrize("coop", [(0, 0), (2048, 4), (8192, 16)])
+def test_fit_recovers_a_planted_rule(coop):
+    planted_rule = dataclasses.replace(PLANTED, coop_chunk=coop[0], coop_warps=coop[1])
+    cells = _cells(planted_rule)
     rule = fitting.fit(cells.values(), SM)
     scored = fitting.score(fitting.rule_picker(rule, SM), cells.values())
     assert scored.mean == 0.0 and scored.worst == 0.0 and scored.bad == 0
-    planted = fitting.score(fitting.rule_picker(PLANTED, SM), cells.values())
+    planted = fitting.score(fitting.rule_picker(planted_rule, SM), cells.values())
     assert scored.picks == planted.picks
+    assert (rule.coop_chunk, rule.coop_warps) == coop
+    if coop[0]:
+        assert "one cooperative launch" in fitting.describe(rule)
 
 
 def test_score_counts_an_unmeasured_pick_as_infinite_regret_and_fit_avoids_it():

@@ -29,6 +29,12 @@ SPLIT_MIN_BYTES = 32 * 1024
 #: Chunk width (elements) and warps of a ``split`` plan.
 SPLIT_CHUNK = 4096
 SPLIT_WARPS: int | None = 16
+#: ... unless a program a ``COOP_CHUNK`` chunk over all rows fits the SMs
+#: (``n_rows * ceil(n_cols / COOP_CHUNK) <= sm_count``; 0: never): then chunks
+#: of ``COOP_CHUNK`` with ``COOP_WARPS``, one a program, which the softmax
+#: forward runs as one cooperative launch (``softmax._cooperative``).
+COOP_CHUNK = 2048
+COOP_WARPS: int | None = 4
 #: Else ``block`` (one program holds the row in registers) when the row's
 #: power-of-two width times ``elem_bytes`` is at most ``MAX_BLOCK_BYTES``:
 #: 16384 half-precision elements.

@@ -144,7 +144,10 @@ def choose(
 
     ``auto`` (constants from :mod:`kernel_portfolio.plan_rule`): ``split`` when
     there are few rows (at most ``SPLIT_ROWS_PER_SM`` per SM; one program per
-    row would leave SMs idle) and each is wider than ``SPLIT_MIN_BYTES``; else
+    row would leave SMs idle) and each is wider than ``SPLIT_MIN_BYTES``, in
+    chunks of ``COOP_CHUNK`` when one program a chunk over all rows fits the
+    SMs (the softmax forward then runs as one cooperative launch), else of
+    ``SPLIT_CHUNK``; else
     ``block`` while the row fits in ``MAX_BLOCK_BYTES``; else ``looped``, with
     a narrow or a wide chunk. A chunk never exceeds the row's power-of-two width.
 
@@ -197,9 +200,11 @@ def choose(
         else:
             chunk, warps = min(plan_rule.WIDE_CHUNK, width), plan_rule.WIDE_WARPS
         return RowPlan("looped", chunk, warps_for(chunk, elem_bytes, warps))
-    chunk = min(plan_rule.SPLIT_CHUNK, width)
+    chunk, warps = min(plan_rule.COOP_CHUNK, width), plan_rule.COOP_WARPS
+    if not (plan_rule.COOP_CHUNK and n_rows * cdiv(max(n_cols, 1), chunk) <= sm_count):
+        chunk, warps = min(plan_rule.SPLIT_CHUNK, width), plan_rule.SPLIT_WARPS
     splits = split_count(n_rows, n_cols, chunk, sm_count)
-    return RowPlan("split", chunk, warps_for(chunk, elem_bytes, plan_rule.SPLIT_WARPS), splits)
+    return RowPlan("split", chunk, warps_for(chunk, elem_bytes, warps), splits)
 
 
 #: :func:`choose` for plain-int shapes, memoised: it runs on every operator call.

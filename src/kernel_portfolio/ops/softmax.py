@@ -34,9 +34,10 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, per plan
   ``(max, sum)``; a write kernel merges a row's ``S`` pairs, rereads its slice
   and writes it: ``3MNb`` plus ``8S(S + 1)`` bytes of float32 statistics per
   row. When each slice is one chunk and the grid fits the SMs (few wide
-  rows), one launch does both (:func:`_cooperative`): a program holds its
-  slice in registers and waits on a row counter for the others' pairs,
-  ``2MNb`` and one launch fewer. Backward does the same with partial dot products: ``5MNb`` plus
+  rows; ``auto`` then picks chunks of ``plan_rule.COOP_CHUNK``), one launch
+  does both (:func:`_cooperative`): a program holds its slice in registers
+  and waits on a row counter for the others' pairs, ``2MNb`` and one launch
+  fewer. Backward does the same with partial dot products: ``5MNb`` plus
   ``4S(S + 1)`` per row.
 
 The online merge must not compute ``exp(-inf - (-inf))``: while every value
@@ -44,18 +45,20 @@ seen so far is ``-inf`` (a masked prefix of the row), the running max is
 ``-inf``. The kernels then shift by 0 instead (:func:`_shift_for`), which
 makes ``exp(-inf - 0) = 0`` the right contribution.
 
-What is compiled, and what is not: ``BLOCK`` (register tile width),
-``TAIL`` (the block plan's second piece, or 0), ``VEC``
-(see :func:`kernel_portfolio.plans.vec_width`), ``MAX_SPLITS`` and the warp
-count are compile-time constants. The row count, row width, row strides and
-split sizes are runtime arguments that Triton is told not to specialise
+What is compiled, and what is not: ``BLOCK`` (register tile width), ``TAIL``
+(the block plan's second piece, or 0), ``VEC`` (see
+:func:`kernel_portfolio.plans.vec_width`), ``MAX_SPLITS`` and the warp count
+are compile-time constants. The row count, row width, row strides and split
+sizes are runtime arguments that Triton is told not to specialise
 (``do_not_specialize``), so a new batch size, or a new width with the same
-``BLOCK`` and ``TAIL``, reuses the compiled kernel; the mask ``cols < n_cols``
-handles the partial block, and ``VEC`` keeps its loads 16 bytes wide. Column
-strides keep Triton's default specialisation: a stride of 1 compiles to
-contiguous vector loads, any other stride to a strided variant. A prior
-project found runtime widths slow where a row does not fill its block; the
-specialisation case study measures this choice on the H200.
+``BLOCK`` and ``TAIL``, reuses the compiled kernel (a split plan has two
+forms, the cooperative one while its programs fit the SMs and the two launches
+past that: a batch size that crosses over compiles the other once); the mask
+``cols < n_cols`` handles the partial block, and ``VEC`` keeps its loads 16
+bytes wide. Column strides keep Triton's default specialisation: a stride of 1
+compiles to contiguous vector loads, any other stride to a strided variant. A
+prior project found runtime widths slow where a row does not fill its block;
+the specialisation case study measures this choice on the H200.
 
 One set of launchers, three routes to it
 (:func:`kernel_portfolio.contracts.eager_route`). In eager code the public
@@ -399,11 +402,12 @@ def _fwd_split_coop_kernel(
 ):
     """Split plan, forward, in one launch: program (row, k) holds chunk k of the row.
 
-    It writes its chunk's (max, sum) as the stats kernel does, waits for the
-    row's other programs (:func:`_wait_for_row`), merges the row's pairs as
-    the write kernel does and writes its chunk from registers: the same
-    arithmetic, so the same bits, as the two launches, with no reread and
-    one launch fewer.
+    It writes its chunk's ``(m_k, s_k)`` with ``e = exp(x - m_k)``, waits for
+    the row's other programs (:func:`_wait_for_row`), merges the row's pairs
+    into ``(m, s)`` and writes ``e * (exp(m_k - m) / s)`` from registers: one
+    ``exp`` an element and no division, where the two launches' write kernel
+    rereads ``x`` and computes ``exp(x - m) / s`` (so the last bit may
+    differ between the two).
     """
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
@@ -417,9 +421,10 @@ def _fwd_split_coop_kernel(
         x_ptr + row * stride_xm + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")
     )
     x = x.to(tl.float32)
-    m = tl.max(x, 0)
-    tl.store(max_ptr + row * n_splits + k, m)
-    tl.store(sum_ptr + row * n_splits + k, tl.sum(tl.exp(x - _shift_for(m)), 0))
+    m_k = tl.max(x, 0)
+    e = tl.exp(x - _shift_for(m_k))  # 0 where x = -inf, masked lanes too
+    tl.store(max_ptr + row * n_splits + k, m_k)
+    tl.store(sum_ptr + row * n_splits + k, tl.sum(e, 0))
     _wait_for_row(count_ptr + 2 * row, n_splits)
     slots = tl.arange(0, MAX_SPLITS)
     in_row = slots < n_splits
@@ -431,10 +436,9 @@ def _fwd_split_coop_kernel(
         sum_ptr + row * n_splits + slots, mask=in_row, other=0.0, cache_modifier=".cg"
     )
     m = tl.max(part_max, 0)
-    s = tl.sum(part_sum * tl.exp(part_max - m), 0)
-    tl.store(
-        y_ptr + row * stride_ym + cols, (tl.exp(x - m) / s).to(y_ptr.dtype.element_ty), mask=mask
-    )
+    # m = -inf only when the whole row is: the scale is NaN, as the answer.
+    scale = tl.exp(m_k - m) / tl.sum(part_sum * tl.exp(part_max - m), 0)
+    tl.store(y_ptr + row * stride_ym + cols, (e * scale).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
