@@ -29,22 +29,6 @@ def _randn(*shape, dtype=H, device="cpu"):
     return torch.randn(*shape, dtype=dtype, device=device)
 
 
-def _pair(*shape_and_device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two random tensors of one shape (``(*shape, device)``): a gradient and a saved tensor."""
-    *shape, device = shape_and_device
-    return _randn(*shape, device=device), _randn(*shape, device=device)
-
-
-def _rstd(n_rows: int, device: str) -> torch.Tensor:
-    """A float32 ``rstd`` as the RMSNorm forward saves it (positive)."""
-    return torch.rand(n_rows, dtype=torch.float32, device=device) + 0.5
-
-
-def _plan(n_rows: int, n_cols: int) -> plans.RowPlan:
-    """The ``auto`` plan of float16 rows, as the Functions choose it before they replay."""
-    return plans.choose_for(torch.empty(n_rows, n_cols, dtype=H, device="meta"))
-
-
 # (id, body, replays, make(device) -> (tensors, params)): calls whose launches
 # read only their inputs and outputs, one per plan kind and layout.
 REPLAYABLE = [
@@ -76,41 +60,8 @@ REPLAYABLE = [
      lambda d: ((_randn(64, 33, device=d), _randn(64, 33, device=d)), ())),
     ("add-broadcast", add_ops._add_checked, add_ops._REPLAYS,
      lambda d: ((_randn(64, 33, device=d), _randn(33, device=d)), ())),
-    # The eager autograd Functions' forwards and backwards (what they replay).
-    ("softmax-function-backward", softmax_ops._backward_direct, softmax_ops._BACKWARD_REPLAYS,
-     lambda d: (_pair(32, 127, d), (_plan(32, 127),))),
-    ("softmax-function-backward-split", softmax_ops._backward_direct,
-     softmax_ops._BACKWARD_REPLAYS, lambda d: (_pair(3, 5000, d), (SPLIT,))),
-    ("rms_norm-function-forward", rms_ops._forward_direct, rms_ops._FORWARD_REPLAYS,
-     lambda d: ((_randn(2, 9, 1000, device=d), None, _randn(1000, device=d)),
-                (1e-6, _plan(18, 1000), True))),
-    ("residual-function-forward-split", rms_ops._forward_direct, rms_ops._FORWARD_REPLAYS,
-     lambda d: ((_randn(3, 5000, device=d), _randn(3, 5000, device=d), _randn(5000, device=d)),
-                (1e-6, SPLIT, True))),
-    ("rms_norm-function-backward", rms_ops._grad_rows, rms_ops._BACKWARD_REPLAYS,
-     lambda d: ((*_pair(2, 9, 1000, d), _randn(1000, device=d), _rstd(18, d), None),
-                (_plan(18, 1000), False))),
-    ("rms_norm-function-backward-no-weight-looped", rms_ops._grad_rows,
-     rms_ops._BACKWARD_REPLAYS,
-     lambda d: ((*_pair(3, 5000, d), None, _rstd(3, d), None),
-                (plans.RowPlan("looped", 2048, 4, 1), False))),
-    ("residual-function-backward-two-dx-split", rms_ops._grad_rows, rms_ops._BACKWARD_REPLAYS,
-     lambda d: ((*_pair(3, 5000, d), _randn(5000, device=d), _rstd(3, d),
-                 _randn(3, 5000, device=d)), (SPLIT, True))),
 ]  # fmt: skip
 IDS = [case[0] for case in REPLAYABLE]
-#: Scratch buffers a case's replay allocates besides its outputs: the split plans' partials,
-#: the RMSNorm backward's weight-gradient partials (and, for rows in chunks, its row sums).
-SCRATCH = {
-    "softmax-split": 2,
-    "row_sum-split": 1,
-    "residual-split": 1,
-    "softmax-function-backward-split": 1,
-    "residual-function-forward-split": 1,
-    "rms_norm-function-backward": 1,
-    "rms_norm-function-backward-no-weight-looped": 1,
-    "residual-function-backward-two-dx-split": 2,
-}
 
 
 def _steps(replay) -> list:
@@ -132,7 +83,7 @@ def test_one_signature_records_one_set_of_launches(name, body, replays, make, de
     assert replay.n_outputs == len(outs)
     want = tuple((tuple(o.shape), o.stride(), o.dtype) for o in outs)
     assert replay.allocations[: len(outs)] == want
-    assert len(replay.allocations) - len(outs) == SCRATCH.get(name, 0), "scratch memory"
+    assert ("split" in name) == (len(replay.allocations) > len(outs)), "scratch memory"
     assert replay.steps, "no launch recorded"
     for _, _, _, values, slots in replay.steps:
         assert not any(isinstance(v, torch.Tensor) for v in values), "the memo keeps a tensor"
@@ -170,14 +121,6 @@ def test_calls_reading_other_memory_are_not_replayable(why, body, make, device):
     tensors, params = make(device)
     _, replay = contracts.record(body, tensors, params)
     assert replay is None, why
-
-
-def test_a_body_that_fills_an_output_is_not_replayable(device):
-    """No rows: the RMSNorm backward fills ``dweight`` with zeros, which a replay would skip."""
-    tensors = (*_pair(0, 300, device), _randn(300, device=device), _rstd(0, device), None)
-    (_, dw), replay = contracts.record(rms_ops._grad_rows, tensors, (_plan(0, 300), False))
-    assert torch.equal(dw, torch.zeros_like(dw))
-    assert replay is None
 
 
 def test_nothing_is_memoised_off_the_direct_route(device):
@@ -279,47 +222,3 @@ def test_a_replay_is_captured_by_a_cuda_graph():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(y, softmax_ops._softmax(x, -1, "auto"))
-
-
-def _grads_of(fn, shape: tuple[int, int], seed: int) -> list:
-    """Outputs and input gradients of one forward + backward of ``fn(x, w)`` on fresh inputs."""
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn(shape, generator=gen, dtype=H, device="cuda").requires_grad_()
-    w = torch.randn(shape[-1], generator=gen, dtype=H, device="cuda").requires_grad_()
-    out = fn(x, w)
-    outs = (out,) if isinstance(out, torch.Tensor) else out
-    torch.autograd.backward(outs, [torch.randn(o.shape, generator=gen, dtype=H, device="cuda")
-                                   for o in outs])  # fmt: skip
-    return [o.detach() for o in outs] + [x.grad, w.grad]
-
-
-FUNCTIONS = [
-    ("softmax", lambda x, w: kp.softmax(x),
-     (softmax_ops._FORWARD_REPLAYS, softmax_ops._BACKWARD_REPLAYS)),
-    ("rms_norm", kp.rms_norm, (rms_ops._FORWARD_REPLAYS, rms_ops._BACKWARD_REPLAYS)),
-    ("residual", lambda x, w: kp.residual_rms_norm(x, x.detach().flip(0), w),
-     (rms_ops._FORWARD_REPLAYS, rms_ops._BACKWARD_REPLAYS)),
-    ("row_sum", lambda x, w: kp.row_sum(x), (row_sum_ops._FORWARD_REPLAYS,)),
-    ("add", kp.add, (add_ops._FORWARD_REPLAYS,)),
-]  # fmt: skip
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(512, 4096), (3, 5000), (4, 32769)], ids=str)
-@pytest.mark.parametrize(("name", "fn", "memos"), FUNCTIONS, ids=[f[0] for f in FUNCTIONS])
-def test_a_function_replays_its_forward_and_backward(name, fn, memos, shape):
-    """Through the autograd Functions: a signature's second call replays, with the body's bits."""
-    for memo in memos:
-        memo.clear()
-    first = _grads_of(fn, shape, seed=0)
-    for memo in memos:
-        (entry,) = memo._memo.values()
-        assert isinstance(entry, contracts._Replay), f"{name}: not replayable"
-    _poison_allocator(sum(t.numel() * t.element_size() for t in first if t is not None) << 1)
-    replayed = _grads_of(fn, shape, seed=1)
-    for memo in memos:
-        memo.clear()
-    body = _grads_of(fn, shape, seed=1)
-    for got, want in zip(replayed, body, strict=True):
-        assert (got is None) == (want is None)
-        assert got is None or torch.equal(got, want), f"{name}: the replay differs from the body"

@@ -278,12 +278,6 @@ def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _add_direct(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """:func:`_add` launching straight: the direct route, and the Function's forward."""
-    with direct_launches():
-        return _add(x, y)
-
-
 @triton_op("kp::add", mutates_args=())
 def _add_op(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return _add(x, y)
@@ -311,16 +305,13 @@ _add_op.register_autograd(_backward, setup_context=_setup_context)
 # ---------------------------------------------------------------------------
 
 
-#: The Function's forward launches, recorded per signature and replayed.
-_FORWARD_REPLAYS = Replays()
-
-
 class _Add(torch.autograd.Function):
     """``add`` on the eager route: the launcher without the dispatcher, ``kp::add``'s backward."""
 
     @staticmethod
     def forward(ctx, x, y):
-        out = _FORWARD_REPLAYS.call(_add_direct, (x, y), ())
+        with direct_launches():
+            out = _add(x, y)
         ctx.x_shape, ctx.y_shape = x.shape, y.shape
         return out
 
@@ -379,7 +370,8 @@ def _add_checked(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                 f"{tuple(x.shape)}"
             )
     if direct_route(x, y):
-        return _add_direct(x, y)
+        with direct_launches():
+            return _add(x, y)
     if eager_route():
         return _Add.apply(x, y)
     return torch.ops.kp.add(x, y)

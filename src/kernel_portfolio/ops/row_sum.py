@@ -290,14 +290,6 @@ def _row_sum(x: torch.Tensor, dtype: torch.dtype | None, plan: str | plans.RowPl
     return out
 
 
-def _row_sum_direct(
-    x: torch.Tensor, dtype: torch.dtype | None, plan: str | plans.RowPlan
-) -> torch.Tensor:
-    """:func:`_row_sum` launching straight: the direct route, and the Function's forward."""
-    with direct_launches():
-        return _row_sum(x, dtype, plan)
-
-
 @triton_op("kp::row_sum", mutates_args=())
 def _row_sum_op(
     x: torch.Tensor,
@@ -332,16 +324,13 @@ _row_sum_op.register_autograd(_backward, setup_context=_setup_context)
 # ---------------------------------------------------------------------------
 
 
-#: The Function's forward launches, recorded per signature and replayed.
-_FORWARD_REPLAYS = Replays()
-
-
 class _RowSum(torch.autograd.Function):
     """``row_sum`` on the eager route: the launcher without the dispatcher."""
 
     @staticmethod
     def forward(ctx, x, dtype, plan):
-        out = _FORWARD_REPLAYS.call(_row_sum_direct, (x,), (dtype, plan))
+        with direct_launches():
+            out = _row_sum(x, dtype, plan)
         ctx.x_shape, ctx.x_dtype = x.shape, x.dtype
         return out
 
@@ -412,7 +401,8 @@ def _row_sum_checked(
         )
     rows = x.reshape(1) if x.ndim == 0 else x
     if direct_route(x):
-        return _row_sum_direct(rows, dtype, plan)
+        with direct_launches():
+            return _row_sum(rows, dtype, plan)
     if eager_route():
         return _RowSum.apply(rows, dtype, plan)
     return torch.ops.kp.row_sum(rows, dtype, *plans.to_op_args(plan))
