@@ -4,11 +4,13 @@ The suite's share of copy bandwidth divides by one copy of 4 GiB. A kernel
 that moves 128 MiB (softmax forward at 32768x1024 float16: read the rows once,
 write them once) also pays its ramp-up and its tail, and so does a copy of
 128 MiB. This times ``dst.copy_(src)`` at the traffic of each named row
-shape, with the softmax and RMSNorm forwards at that shape (same bytes read and
-written), interleaved, cold L2, as the A/B scripts time, and prints each as a
-share of the 4 GiB copy::
+shape, with the softmax and RMSNorm forwards at that shape (the same bytes
+read and written; RMSNorm also reads its weight, one row), interleaved, cold
+L2, as the A/B scripts time, and prints each as a share of the 4 GiB copy. A
+diagnostic for the performance notes; the site quotes the benchmark results,
+never this::
 
-    python scripts/copy_floor.py
+    python scripts/copy_floor.py > results/h200/checks/copy-floor-<UTC stamp>.log
 """
 
 from __future__ import annotations
