@@ -120,6 +120,7 @@ from kernel_portfolio.contracts import (
     direct_route,
     eager_route,
     launchable,
+    not_replayable,
     scratch,
 )
 
@@ -1026,6 +1027,7 @@ def _backward(
         return
     if n_rows == 0:
         if dw is not None:
+            not_replayable()  # a fill, not a launch
             dw.zero_()
         return
     dhh = dh if dh is not None else dy
@@ -1037,8 +1039,7 @@ def _backward(
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= n_cols
     sms = plans.sm_count(h.device)
     n_parts = min(n_rows, max(1, plans.cdiv(launch.per_sm * sms, n_split)))
-    f32 = {"dtype": torch.float32, "device": h.device}
-    dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
+    dw_part = scratch((n_parts, n_cols), torch.float32, h.device) if dw is not None else rstd
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
     vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
     consts = {"HAS_WEIGHT": weight is not None, "BLOCK": launch.block, "VEC": vec}
@@ -1047,7 +1048,7 @@ def _backward(
         if one_chunk:
             dot = rstd  # not read: mean(g * h) comes from the row in registers
         else:
-            dot = torch.empty((n_rows, n_split), **f32)
+            dot = scratch((n_rows, n_split), torch.float32, h.device)
             launchable(_bwd_dot_kernel)[(n_rows, n_split)](
                 dy, h, w, dot, n_cols, chunks_per_split, *strides, **consts
             )
@@ -1250,68 +1251,76 @@ _residual_rms_norm_op.register_autograd(
 # view nodes in the graph); the launchers see 2-D rows.
 
 
-def _eager_forward(x, residual, weight, eps, plan, *, keep_rstd: bool):
-    """``(x rows, plan, y, h, rstd)``: the direct route and the eager forward.
+def _forward_direct(x, residual, weight, eps, plan: plans.RowPlan, keep_rstd: bool) -> tuple:
+    """``(y, h, rstd)`` without those not made: a forward on the eager routes, launching straight.
 
-    ``y`` and ``h`` have ``x``'s shape; ``plan`` is the chosen :class:`RowPlan`.
-    ``rstd`` is None unless ``keep_rstd``: the autograd Functions keep it for
-    their backward, the direct route (no backward) skips it.
+    ``y`` and ``h`` (with a residual) have ``x``'s shape; ``rstd`` is made
+    only when ``keep_rstd``: the autograd Functions keep it for their
+    backward, the direct route (no backward) skips it. ``plan`` is chosen.
     """
     x2d = plans.as_rows(x)
-    plan = plans.choose_for(x2d, plan)
     r2d = plans.as_rows(residual) if residual is not None else None
     with direct_launches():
         y, h, rstd = _rms_norm(x2d, r2d, weight, eps, plan, x, keep_rstd=keep_rstd)
-    return x2d, plan, y, h, rstd
+    return tuple(t for t in (y, h, rstd) if t is not None)
 
 
-def _eager_grad(dy, h, weight, rstd, dh, two_dx, plan: plans.RowPlan, shape: torch.Size):
-    """``(dx, dx2, dweight)`` of the eager backward (:func:`_rms_norm_grad`).
+def _grad_rows(dy, h, weight, rstd, dh, plan: plans.RowPlan, two_dx: bool) -> tuple:
+    """``(dx, dx2, dweight)`` without those not wanted: the eager backward (:func:`_rms_norm_grad`).
 
-    ``dx`` and ``dx2`` in ``shape`` (``dx2`` is ``dx`` unless ``two_dx``);
-    ``dweight`` None without a weight. A backward replayed under a dispatch
-    mode (compiled autograd) goes through ``kp::rms_norm_backward``, as the
-    custom op's own backward does.
+    ``dy``, ``h`` and ``dh`` (or None) in the caller's shape, and so are
+    ``dx`` and ``dx2`` (only when ``two_dx``); ``dweight`` only with a weight.
+    On the eager route it launches straight (what a replay repeats); a
+    backward replayed under a dispatch mode (compiled autograd) goes through
+    ``kp::rms_norm_backward``, as the custom op's own backward does.
     """
-    dy = plans.as_rows(dy)
-    dh = plans.as_rows(dh) if dh is not None else None
+    rows = (plans.as_rows(dy), plans.as_rows(h), weight, rstd)
+    dh2d = plans.as_rows(dh) if dh is not None else None
     if eager_route():
         with direct_launches():
-            dx, dx2, dw = _rms_norm_grad(dy, h, weight, rstd, dh, plan, two_dx)
+            dx, dx2, dw = _rms_norm_grad(*rows, dh2d, plan, two_dx)
     else:
         args = plans.to_op_args(plan)
-        dx, dx2, dw = torch.ops.kp.rms_norm_backward(dy, h, weight, rstd, dh, two_dx, *args)
-    if len(shape) != 2:
-        dx, dx2 = dx.view(shape), (dx2.view(shape) if two_dx else dx2)
-    return dx, (dx2 if two_dx else dx), (dw if weight is not None else None)
+        dx, dx2, dw = torch.ops.kp.rms_norm_backward(*rows, dh2d, two_dx, *args)
+    if h.dim() != 2:
+        dx, dx2 = dx.view(h.shape), (dx2.view(h.shape) if two_dx else dx2)
+    return (dx, *((dx2,) if two_dx else ()), *((dw,) if weight is not None else ()))
+
+
+#: The Functions' forward and backward launches, recorded per signature and replayed.
+_FORWARD_REPLAYS = Replays()
+_BACKWARD_REPLAYS = Replays()
 
 
 class _RMSNorm(torch.autograd.Function):
-    """``rms_norm`` on the eager route; saves ``(x rows, weight, rstd)`` as the custom op does."""
+    """``rms_norm`` on the eager route: saves ``(x, weight, rstd)`` as the custom op does."""
 
     @staticmethod
     def forward(ctx, x, weight, eps, plan):
-        x2d, plan, y, _, rstd = _eager_forward(x, None, weight, eps, plan, keep_rstd=True)
-        ctx.save_for_backward(x2d, weight, rstd)
-        ctx.plan, ctx.shape = plan, x.shape
+        plan = plans.choose_for(x, plan)
+        y, rstd = _FORWARD_REPLAYS.call(_forward_direct, (x, None, weight), (eps, plan, True))
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.plan = plan
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy):
-        x2d, weight, rstd = ctx.saved_tensors
-        dx, _, dw = _eager_grad(dy, x2d, weight, rstd, None, False, ctx.plan, ctx.shape)
-        return dx, dw, None, None
+        x, weight, rstd = ctx.saved_tensors
+        grads = _BACKWARD_REPLAYS.call(_grad_rows, (dy, x, weight, rstd, None), (ctx.plan, False))
+        return grads[0], (grads[1] if weight is not None else None), None, None
 
 
 class _ResidualRMSNorm(torch.autograd.Function):
-    """``residual_rms_norm`` on the eager route; saves ``(h, weight, rstd)`` as the op does."""
+    """``residual_rms_norm`` on the eager route: saves ``(h, weight, rstd)`` as the op does."""
 
     @staticmethod
     def forward(ctx, x, residual, weight, eps, plan):
-        _, plan, y, h, rstd = _eager_forward(x, residual, weight, eps, plan, keep_rstd=True)
+        plan = plans.choose_for(x, plan)
+        tensors = (x, residual, weight)
+        y, h, rstd = _FORWARD_REPLAYS.call(_forward_direct, tensors, (eps, plan, True))
         ctx.save_for_backward(h, weight, rstd)
-        ctx.plan, ctx.shape = plan, x.shape
+        ctx.plan = plan
         return y, h
 
     @staticmethod
@@ -1319,9 +1328,10 @@ class _ResidualRMSNorm(torch.autograd.Function):
     def backward(ctx, dy, dh):
         h, weight, rstd = ctx.saved_tensors
         two_dx = ctx.needs_input_grad[0] and ctx.needs_input_grad[1]
-        h2d = plans.as_rows(h)
-        dx, dres, dw = _eager_grad(dy, h2d, weight, rstd, dh, two_dx, ctx.plan, ctx.shape)
-        return dx, dres, dw, None, None
+        tensors = (dy, h, weight, rstd, dh)
+        grads = _BACKWARD_REPLAYS.call(_grad_rows, tensors, (ctx.plan, two_dx))
+        dres = grads[1] if two_dx else grads[0]
+        return grads[0], dres, (grads[-1] if weight is not None else None), None, None
 
 
 # ---------------------------------------------------------------------------
@@ -1407,7 +1417,7 @@ def _rms_norm_checked(x, weight, eps, plan) -> torch.Tensor:
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, weight):
-        return _eager_forward(x, None, weight, eps, plan, keep_rstd=False)[2]
+        return _forward_direct(x, None, weight, eps, plans.choose_for(x, plan), False)[0]
     if eager_route():
         return _RMSNorm.apply(x, weight, eps, plan)
     y, _ = torch.ops.kp.rms_norm(plans.as_rows(x), weight, eps, *plans.to_op_args(plan))
@@ -1474,7 +1484,7 @@ def _residual_rms_norm_checked(x, residual, weight, eps, plan) -> tuple[torch.Te
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, residual, weight):
-        return _eager_forward(x, residual, weight, eps, plan, keep_rstd=False)[2:4]
+        return _forward_direct(x, residual, weight, eps, plans.choose_for(x, plan), False)
     if eager_route():
         return _ResidualRMSNorm.apply(x, residual, weight, eps, plan)
     x2d, r2d = plans.as_rows(x), plans.as_rows(residual)

@@ -214,8 +214,9 @@ def launchable(kernel: Callable) -> Callable:
     return kernel if launches is None else _Recorder(kernel, launches)
 
 
-#: What the call :class:`Replays` is recording on this thread has launched (``launches``)
-#: and allocated as scratch (``scratch``, see :func:`scratch`).
+#: What the call :class:`Replays` is recording on this thread has launched (``launches``),
+#: allocated as scratch (``scratch``, see :func:`scratch`) and whether its body refused a
+#: replay (``refused``, see :func:`not_replayable`).
 _RECORDING = threading.local()
 #: Input signatures a :class:`Replays` memo holds before it starts afresh.
 REPLAY_MEMO_SIZE = 1024
@@ -263,14 +264,20 @@ class Replays:
     recorded: the same kernels with the same arguments, so the same bits.
 
     Working memory allocated with :func:`scratch` is allocated anew for each
-    replay. A call is not replayed (its body runs every time) when a launch
-    reads other memory that is neither an input nor an output (a copy of an
-    input with strides no kernel reads in place), when two inputs share their
-    first byte, when an output is not a whole allocation of its own, or when a
-    kernel is not a plain ``triton.jit`` function. A body may only allocate
-    its outputs and scratch and launch kernels that write them: work done
-    outside the launches (a ``zero_``, a copy into an output) would not be
-    repeated.
+    replay, and is a slot too: a tensor argument maps to an input, an output
+    or a scratch buffer. A call is not replayed (its body runs every time)
+    when a launch reads other memory (a copy of an input with strides no
+    kernel reads in place), when two inputs share their first byte, when an
+    output is not a whole allocation of its own, or when a kernel is not a
+    plain ``triton.jit`` function. A body may only allocate its outputs and
+    scratch and launch kernels that write them: work done outside the
+    launches (a ``zero_``, a copy into an output) would not be repeated, so a
+    body that does such work calls :func:`not_replayable` first.
+
+    Each public forward has one for its direct route, and each eager autograd
+    Function one for its forward and one for its backward: there autograd has
+    switched gradient recording off, so the launches inside are the direct
+    route's, and only the Function's own host cost is left.
     """
 
     def __init__(self) -> None:
@@ -316,12 +323,23 @@ def record(body: Callable, tensors: Sequence, params: tuple) -> tuple:
     """``(body(*tensors, *params), its replay or None)``: the call, with its launches noted."""
     launches: list = []
     scratches: list = []
-    _RECORDING.launches, _RECORDING.scratch = launches, scratches
+    _RECORDING.launches, _RECORDING.scratch, _RECORDING.refused = launches, scratches, False
     try:
         out = body(*tensors, *params)
+        refused = _RECORDING.refused
     finally:
         _RECORDING.launches = _RECORDING.scratch = None
-    return out, _Replay.build(launches, tensors, out, scratches)
+    return out, (None if refused else _Replay.build(launches, tensors, out, scratches))
+
+
+def not_replayable() -> None:
+    """Mark the call :class:`Replays` is recording (if any) as one whose body must run every time.
+
+    For a body that does work outside its launches (filling an output when
+    there is nothing to launch): a replay would only allocate.
+    """
+    if getattr(_RECORDING, "launches", None) is not None:
+        _RECORDING.refused = True
 
 
 def scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -601,7 +601,7 @@ def _launch_backward(
             launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
-        part_dot = torch.empty((n_rows, n_splits), dtype=torch.float32, device=y.device)
+        part_dot = scratch((n_rows, n_splits), torch.float32, y.device)
         grid = (n_rows, n_splits)
         launchable(_bwd_split_dot_kernel)[grid](
             y2, dy2, part_dot, n_cols, *strides, chunks_per_split, **consts
@@ -639,6 +639,18 @@ def _backward_rows(y: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan) -> to
     return dx
 
 
+def _forward_direct(x: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """:func:`_forward` launching straight: the direct route, and the Function's forward."""
+    with direct_launches():
+        return _forward(x, plan)
+
+
+def _backward_direct(y: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """:func:`_backward_rows` launching straight: the Function's backward."""
+    with direct_launches():
+        return _backward_rows(y, dy, plan)
+
+
 @triton_op("kp::softmax", mutates_args=())
 def _softmax_op(
     x: torch.Tensor, kind: str, block: int, num_warps: int, splits: int
@@ -673,14 +685,18 @@ _softmax_op.register_autograd(_backward, setup_context=_setup_context)
 # ---------------------------------------------------------------------------
 
 
+#: The Function's forward and backward launches, recorded per signature and replayed.
+_FORWARD_REPLAYS = Replays()
+_BACKWARD_REPLAYS = Replays()
+
+
 class _Softmax(torch.autograd.Function):
     """``softmax`` on the eager route: saves ``y`` and the plan, as ``kp::softmax`` does."""
 
     @staticmethod
     def forward(ctx, x, plan):
         plan = plans.choose_for(x, plan)
-        with direct_launches():
-            y = _forward(x, plan)
+        y = _FORWARD_REPLAYS.call(_forward_direct, (x,), (plan,))
         ctx.save_for_backward(y)
         ctx.plan = plan
         return y
@@ -690,8 +706,7 @@ class _Softmax(torch.autograd.Function):
     def backward(ctx, dy):
         (y,) = ctx.saved_tensors
         if eager_route():
-            with direct_launches():
-                return _backward_rows(y, dy, ctx.plan), None
+            return _BACKWARD_REPLAYS.call(_backward_direct, (y, dy), (ctx.plan,)), None
         # A backward replayed under a dispatch mode (compiled autograd).
         return torch.ops.kp.softmax_backward(y, dy, *plans.to_op_args(ctx.plan)), None
 
@@ -759,8 +774,7 @@ def _softmax(x: torch.Tensor, dim: int, plan: str | plans.RowPlan) -> torch.Tens
     last = dim == max(x.ndim - 1, 0)
     rows = x.reshape(1) if x.ndim == 0 else x if last else x.movedim(dim, -1)
     if direct_route(x):
-        with direct_launches():
-            y = _forward(rows, plans.choose_for(rows, plan))
+        y = _forward_direct(rows, plans.choose_for(rows, plan))
     elif eager_route():
         y = _Softmax.apply(rows, plan)
     else:
