@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kp_testing import assert_matches, poison
+from kp_testing import assert_matches, first_batch_of_each_form, poison
 from torch.library import opcheck
 
 import kernel_portfolio as kp
@@ -208,27 +208,26 @@ def _compiled_count(*kernels):
     ("width", "plan"), [(1000, "block"), (20000, "looped"), (131072, "split"), (4104, "auto")]
 )
 def test_new_batch_sizes_do_not_recompile(width, plan):
-    """Past the first calls, no batch size compiles anything.
-
-    A split plan has two forms, so two first calls: chunks of ``COOP_CHUNK``
-    while one program a chunk over all rows fits the SMs (1 row), of
-    ``SPLIT_CHUNK`` past that (1000 rows).
-    """
+    """Once each compiled form has run (`first_batch_of_each_form`), no batch compiles."""
     kernels = [
         obj
         for module in (softmax_ops, row_sum_ops)
         for obj in vars(module).values()
         if hasattr(obj, "device_caches")
     ]
-    for rows in (1, 1000):
+    batches = (1, 2, 3, 16, 17, 33, 64, 127, 1000)  # 1 and multiples of 16: Triton's defaults
+
+    def step(rows):
         x = torch.randn(rows, width, device="cuda", requires_grad=True)
         kp.softmax(x, plan=plan).sum().backward()
         kp.row_sum(x.detach(), plan=plan)
+
+    sms = plans.sm_count(torch.device("cuda"))
+    for rows in first_batch_of_each_form(batches, width, 4, plan, sms):
+        step(rows)
     before = _compiled_count(*kernels)
-    for rows in (2, 3, 16, 17, 33, 64, 127, 999):  # 16s: Triton's defaults
-        x = torch.randn(rows, width, device="cuda", requires_grad=True)
-        kp.softmax(x, plan=plan).sum().backward()
-        kp.row_sum(x.detach(), plan=plan)
+    for rows in batches:
+        step(rows)
     assert _compiled_count(*kernels) == before
 
 

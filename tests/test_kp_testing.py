@@ -13,7 +13,14 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from kp_testing import REL_TOL, assert_matches, captured_launches, global_memory_ops, poison
+from kp_testing import (
+    REL_TOL,
+    assert_matches,
+    captured_launches,
+    first_batch_of_each_form,
+    global_memory_ops,
+    poison,
+)
 
 import kernel_portfolio as kp
 from kernel_portfolio import plans, reference
@@ -227,3 +234,17 @@ def test_tolerance_follows_the_rounding_of_subnormal_outputs():
     off = (rounded.double() + 3 * (rounded.double() - ref)).half()
     with pytest.raises(AssertionError, match="relative error"):
         assert_matches(off, ref, torch.float16)
+
+
+def test_first_batch_of_each_form_finds_the_cooperative_split_at_both_chunks(monkeypatch):
+    """131072 float32 columns on 132 SMs: a cooperative split in 2048-column chunks up to
+    2 rows, in 8192-column chunks up to 8 (16 programs a row), two launches past that."""
+    from kernel_portfolio import plan_rule
+
+    monkeypatch.setattr(plan_rule, "COOP_CHUNK", 2048)
+    monkeypatch.setattr(plan_rule, "SPLIT_CHUNK", 8192)
+    batches = range(1, 1001)
+    assert first_batch_of_each_form(batches, 131072, 4, "split", 132) == [1, 3, 9]
+    assert first_batch_of_each_form(batches, 131072, 4, "looped", 132) == [1]
+    monkeypatch.setattr(plan_rule, "COOP_CHUNK", 0)
+    assert first_batch_of_each_form(batches, 131072, 4, "split", 132) == [1, 9]
