@@ -107,15 +107,34 @@ def _row_counters() -> list[torch.Tensor]:
     return [t for key, t in contracts._STREAM_BUFFERS.items() if key[0] == "softmax row counters"]
 
 
-def test_cooperative_launches_leave_their_counters_at_zero():
-    """A launch counts each row's programs in and out: the next launch must find zeros."""
-    x = torch.randn(4, 32769, device="cuda", dtype=torch.float16)
-    for _ in range(3):
-        y = kp.softmax(x)
+def test_cooperative_launches_of_several_program_counts_share_a_stream():
+    """Rows of 17, 16 and 32 programs in turn on one stream: each waits on its own counters.
+
+    Every counter ends a multiple of its program count (counter ``row * SMs +
+    programs - 1``); one counter for all program counts would let a launch of
+    16 start from a count of 17 and wait for ever.
+    """
+    xs = [
+        torch.randn(shape, device="cuda", dtype=torch.float16)
+        for shape in ((4, 32769), (4, 32768), (1, 65536))
+    ]
+    want = [reference.softmax(x) for x in xs]
+    for x in xs:
+        kp.softmax(x)
     torch.cuda.synchronize()
-    assert _row_counters(), "no cooperative launch"
-    assert all(not t.any() for t in _row_counters())
-    assert_matches(y, reference.softmax(x), x.dtype)
+    key = ("softmax row counters", 0, torch.cuda.current_stream().cuda_stream)
+    counters = contracts._STREAM_BUFFERS[key]
+    sms = plans.sm_count(xs[0].device)
+    before = counters[: sms * sms].view(sms, sms).cpu()
+    for _ in range(5):
+        for x, w in zip(xs, want, strict=True):
+            assert_matches(kp.softmax(x), w, x.dtype)
+    torch.cuda.synchronize()
+    after = counters[: sms * sms].view(sms, sms).cpu()
+    assert not (after % torch.arange(1, sms + 1)).any()
+    added = after - before
+    assert added[:4, 16].tolist() == [5 * 17] * 4 and added[:4, 15].tolist() == [5 * 16] * 4
+    assert added[0, 31].item() == 5 * 32 and added.sum().item() == 5 * (4 * 17 + 4 * 16 + 32)
 
 
 def test_cooperative_launches_on_two_streams_at_once():

@@ -352,9 +352,9 @@ def not_replayable() -> None:
 def stream_buffer(name: str, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A zeroed buffer kept for the process, one per ``name``, device and current stream.
 
-    For kernels that keep state across their own launches and leave it as
-    they found it: the cooperative split softmax's row counters, which every
-    launch counts up and sets back to zero. Launches on one stream run one
+    For kernels that keep state across their own launches: the cooperative
+    split softmax's row counters, to which every launch adds a multiple of
+    what each counts (its program count). Launches on one stream run one
     after another, so they may share the buffer; launches on two streams may
     overlap, so each stream has its own. A call :class:`Replays` records notes
     the buffer, and its replays look it up again for the stream they run on.

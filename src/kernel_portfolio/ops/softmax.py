@@ -115,6 +115,9 @@ _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: default, which the block and split plans keep): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
+#: Partial ``(max, sum)`` pairs a cooperative program merges at a time: a
+#: warp's width, so each group reduces inside a warp, with no shared memory.
+COOP_SLOTS = 32
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -365,46 +368,48 @@ def _fwd_split_write_kernel(
 
 @triton.jit
 def _wait_for_row(count_ptr, n_programs):
-    """Count this program in on its row's counters and return once all ``n_programs`` have.
+    """Count this program in on its row's counter and return once all ``n_programs`` have.
 
-    ``count_ptr`` holds two counters: arrivals, then departures. The
-    program's earlier stores are released with its arrival and the others'
-    acquired with the count that lets it go; the last program to leave sets
-    both back to 0 for the row's next launch (on this stream, so after this
-    one ends). Every program of the launch must be resident at once, or
-    the first ones would wait for ever: see :func:`_cooperative`.
+    ``count_ptr`` is an int64 counter of the row's own for this program
+    count, which every launch adds exactly ``n_programs`` to: so between
+    launches (on this stream, which run one after another) it holds a
+    multiple of ``n_programs``, and a program that draws ``t`` waits for the
+    next multiple above ``t``. Nothing is reset, and an int64 count does not
+    wrap. The program's earlier stores are released with its count and the
+    others' acquired with the value that lets it go. Every program of the
+    launch must be resident at once, or the first ones would wait for ever:
+    see :func:`_cooperative`.
     """
-    tl.debug_barrier()  # the whole program's stores before its arrival
-    tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
+    tl.debug_barrier()  # the whole program's stores before its count
+    ticket = tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
+    goal = ticket - ticket % n_programs + n_programs
     seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
-    while seen < n_programs:
+    while seen < goal:
         seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
     tl.debug_barrier()
-    if tl.atomic_add(count_ptr + 1, 1, sem="relaxed", scope="gpu") == n_programs - 1:
-        tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
-        tl.atomic_xchg(count_ptr + 1, 0, sem="relaxed", scope="gpu")
 
 
-@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+@triton.jit(do_not_specialize=[*_RUNTIME_ARGS, "n_counters"])
 def _fwd_split_coop_kernel(
     x_ptr,
     y_ptr,
     max_ptr,
     sum_ptr,
     count_ptr,
+    n_counters,
     n_cols,
     stride_xm,
     stride_xn,
     stride_ym,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
-    MAX_SPLITS: tl.constexpr,
+    SLOTS: tl.constexpr,
 ):
     """Split plan, forward, in one launch: program (row, k) holds chunk k of the row.
 
     It writes its chunk's ``(m_k, s_k)`` with ``e = exp(x - m_k)``, waits for
     the row's other programs (:func:`_wait_for_row`), merges the row's pairs
-    into ``(m, s)`` and writes ``e * (exp(m_k - m) / s)`` from registers: one
+    ``SLOTS`` at a time into ``(m, s)`` and writes ``e * (exp(m_k - m) / s)`` from registers: one
     ``exp`` an element and no division, where the two launches' write kernel
     rereads ``x`` and computes ``exp(x - m) / s`` (so the last bit may
     differ between the two).
@@ -425,19 +430,26 @@ def _fwd_split_coop_kernel(
     e = tl.exp(x - _shift_for(m_k))  # 0 where x = -inf, masked lanes too
     tl.store(max_ptr + row * n_splits + k, m_k)
     tl.store(sum_ptr + row * n_splits + k, tl.sum(e, 0))
-    _wait_for_row(count_ptr + 2 * row, n_splits)
-    slots = tl.arange(0, MAX_SPLITS)
-    in_row = slots < n_splits
-    # .cg: from the L2, where the other programs' stores are, never a stale L1 line.
-    part_max = tl.load(
-        max_ptr + row * n_splits + slots, mask=in_row, other=float("-inf"), cache_modifier=".cg"
-    )
-    part_sum = tl.load(
-        sum_ptr + row * n_splits + slots, mask=in_row, other=0.0, cache_modifier=".cg"
-    )
-    m = tl.max(part_max, 0)
-    # m = -inf only when the whole row is: the scale is NaN, as the answer.
-    scale = tl.exp(m_k - m) / tl.sum(part_sum * tl.exp(part_max - m), 0)
+    _wait_for_row(count_ptr + row * n_counters + n_splits - 1, n_splits)
+    # The row's pairs, SLOTS at a time (a warp's reduction each), merged online.
+    m = float("-inf")
+    s = 0.0
+    for first in range(0, n_splits, SLOTS):
+        slots = first + tl.arange(0, SLOTS)
+        in_row = slots < n_splits
+        # .cg: from the L2, where the other programs' stores are, never a stale L1 line.
+        part_max = tl.load(
+            max_ptr + row * n_splits + slots, mask=in_row, other=float("-inf"), cache_modifier=".cg"
+        )
+        part_sum = tl.load(
+            sum_ptr + row * n_splits + slots, mask=in_row, other=0.0, cache_modifier=".cg"
+        )
+        m_new = tl.maximum(m, tl.max(part_max, 0))
+        shift = _shift_for(m_new)
+        s = s * tl.exp(m - shift) + tl.sum(part_sum * tl.exp(part_max - shift), 0)
+        m = m_new
+    # m = -inf only when the whole row is (s = 0): the scale is NaN, as the answer.
+    scale = tl.exp(m_k - m) / s
     tl.store(y_ptr + row * stride_ym + cols, (e * scale).to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -660,19 +672,23 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
         part_sum = scratch((n_rows, n_splits), torch.float32, x.device)
         grid = (n_rows, n_splits)
         if _cooperative(n_rows, n_splits, chunks_per_split, x.device):
-            n_counters = 2 * plans.sm_count(x.device)  # two a row, and rows <= SMs
-            counters = stream_buffer("softmax row counters", n_counters, torch.int32, x.device)
+            # One counter a row and program count: both at most the SM count.
+            n_counters = plans.sm_count(x.device)
+            counters = stream_buffer(
+                "softmax row counters", n_counters * n_counters, torch.int64, x.device
+            )
             launchable(_fwd_split_coop_kernel)[grid](
                 x2,
                 y,
                 part_max,
                 part_sum,
                 counters,
+                n_counters,
                 n_cols,
                 stride_xm,
                 stride_xn,
                 n_cols,
-                MAX_SPLITS=plans.MAX_SPLITS,
+                SLOTS=COOP_SLOTS,
                 **consts,
             )
             return
