@@ -514,8 +514,8 @@ wider = [k for k in split_bad if chunk_of(cells[1][k].best) > chunk_of(held_out[
 narrower = [k for k in split_bad if chunk_of(cells[1][k].best) < chunk_of(held_out["fitted", k][1])]
 if rule.coop_chunk:
     split_chunks = (
-        f"chunks, {rule.coop_chunk} columns where its programs fit the SMs and "
-        f"{rule.split_chunk} elsewhere, are"
+        f"chunk ({rule.coop_chunk} columns where its programs fit the SMs, "
+        f"{rule.split_chunk} elsewhere) is"
     )
 else:
     split_chunks = f"one split chunk, {rule.split_chunk} columns, is"
@@ -629,8 +629,8 @@ if rule.coop_chunk:
         f"two ({rule.coop_chunk} where its programs fit the SMs, {rule.split_chunk} past that)"
     )
     steps = (
-        "The rule's two chunks are already one such step, and the price shows: a batch size "
-        "that crosses it compiles the other form once. A chunk from `N / S` would step at "
+        "The rule's two chunks are already one such step, and the price shows: the first "
+        "batch size past it compiles again. A chunk from `N / S` would step at "
         "every power of two of the row count, and the operators promise that a new batch "
         "size compiles nothing past the first calls (the specialization case study)."
     )
