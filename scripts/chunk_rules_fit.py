@@ -339,9 +339,11 @@ def _fit_split(pairs, cells, sm_count: int):
 
     best_cost, best = (math.inf, math.inf), None
     for coop in [(0, 0), *pairs]:
-        together = [c for c in cells if cooperative(c.n_rows, c.n_cols, coop[0], sm_count)]
-        apart = [c for c in cells if not cooperative(c.n_rows, c.n_cols, coop[0], sm_count)]
-        c_cost = _best_option([coop], together, split)[0] if together else (0.0, 0.0)
+        together, apart = [], []
+        for c in cells:
+            fits = cooperative(c.n_rows, c.n_cols, coop[0], sm_count)
+            (together if fits else apart).append(c)
+        c_cost, _ = _best_option([coop], together, split)  # (0, 0) over no cells
         s_cost, s_opt = _best_option(pairs, apart, split)
         cost = (c_cost[0] + s_cost[0], max(c_cost[1], s_cost[1]))
         if best is None or cost < best_cost:

@@ -614,8 +614,8 @@ def _cooperative(n_rows: int, n_splits: int, chunks_per_split: int, device: torc
     kernels on real tensors: the interpreter runs programs one after
     another (the first would wait for ever), and a traced launch
     (``torch.compile``, dispatch modes: :func:`eager_route` is False) cannot
-    carry the per-stream counters. Otherwise the
-    two launches of the split plan, whose bits it gives.
+    carry the per-stream counters. Otherwise the two launches of the split
+    plan.
     """
     return (
         chunks_per_split == 1
