@@ -18,7 +18,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.library import opcheck
 
 import kernel_portfolio as kp
-from kernel_portfolio import reference
+from kernel_portfolio import plans, reference
 from kernel_portfolio.ops import add as add_op
 
 pytestmark = pytest.mark.interpreter
@@ -26,8 +26,15 @@ pytestmark = pytest.mark.interpreter
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _flat_block(dtype: torch.dtype) -> int:
-    return add_op.FLAT_BYTES_PER_PROGRAM // torch.empty((), dtype=dtype).element_size()
+def _flat_block(dtype: torch.dtype, small: bool = False) -> int:
+    """Elements of one flat-kernel piece: the large size, or the small one."""
+    nbytes = add_op.FLAT_SMALL_BYTES_PER_PROGRAM if small else add_op.FLAT_BYTES_PER_PROGRAM
+    return nbytes // torch.empty((), dtype=dtype).element_size()
+
+
+def _large_from(dtype: torch.dtype, device: str) -> int:
+    """Fewest elements that take the flat kernel's large pieces: one a program an SM."""
+    return plans.sm_count(torch.device(device)) * _flat_block(dtype)
 
 
 def _check(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -46,10 +53,10 @@ def _check(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_contiguous_flat_path(dtype, device):
-    # One element, a single masked block, exactly one full block, and full
-    # blocks followed by a ragged tail.
-    block = _flat_block(dtype)
-    for n in (1, 1000, block, 2 * block + 3):
+    # Small pieces: one element, a single masked block, exactly one full
+    # block, full blocks and a ragged tail; then large pieces, from the bound.
+    small, large = _flat_block(dtype, small=True), _large_from(dtype, device)
+    for n in (1, 100, small, 2 * small + 3, large, large + 3):
         x = torch.randn(n, device=device).to(dtype)
         y = torch.randn(n, device=device).to(dtype)
         _check(x, y)
@@ -120,11 +127,29 @@ def _assert_writes_exactly_its_output(x: torch.Tensor, y: torch.Tensor) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("blocks", [0, 2], ids=["one-masked-block", "tail-one-short"])
-def test_flat_kernel_writes_exactly_its_output(dtype, blocks, device):
-    n = blocks * _flat_block(dtype) - 1 if blocks else 3000
+@pytest.mark.parametrize("size", ["one-masked-block", "tail-one-short", "large-tail-one-short"])
+def test_flat_kernel_writes_exactly_its_output(dtype, size, device):
+    n = {
+        "one-masked-block": 300,
+        "tail-one-short": 2 * _flat_block(dtype, small=True) - 1,
+        "large-tail-one-short": _large_from(dtype, device) + _flat_block(dtype) - 1,
+    }[size]
     x, y = (torch.randn(n, device=device).to(dtype) for _ in range(2))
     _assert_writes_exactly_its_output(x, y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flat_pieces_are_small_until_every_sm_gets_a_large_one(dtype, monkeypatch):
+    monkeypatch.setattr(add_op, "launchable", RecordingLauncher)
+    monkeypatch.setattr(RecordingLauncher, "calls", [])
+    large = _large_from(dtype, "cpu")
+    for n in (1, large - 1, large, 3 * large):
+        x = torch.empty(n, dtype=dtype)
+        add_op._launch_add(x, x, torch.empty_like(x))
+    pieces = [(c["BLOCK"], c["num_warps"]) for c in RecordingLauncher.calls]
+    small = (_flat_block(dtype, small=True), add_op.FLAT_SMALL_NUM_WARPS)
+    large = (_flat_block(dtype), add_op.FLAT_NUM_WARPS)
+    assert pieces == [small, small, large, large]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -222,21 +247,22 @@ _AOT_SCRIPT = textwrap.dedent(
         signature = {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "out_ptr": f"*{dtype}",
                      "n_elements": "i32", "BLOCK": "constexpr"}
         aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}
-        block = add_op.FLAT_BYTES_PER_PROGRAM // elem
-        compiled = triton.compile(
-            ASTSource(add_op._add_flat_kernel, signature, {"BLOCK": block}, aligned),
-            target=GPUTarget("cuda", 90, 32),
-            options={"num_warps": add_op.FLAT_NUM_WARPS},
-        )
-        ops = sorted(set(re.findall(r"(?:ld|st)\\.global[.\\w]*", compiled.asm["ptx"])))
-        print(json.dumps({"dtype": dtype, "ops": ops}))
+        for nbytes, warps in ((add_op.FLAT_BYTES_PER_PROGRAM, add_op.FLAT_NUM_WARPS),
+                              (add_op.FLAT_SMALL_BYTES_PER_PROGRAM, add_op.FLAT_SMALL_NUM_WARPS)):
+            compiled = triton.compile(
+                ASTSource(add_op._add_flat_kernel, signature, {"BLOCK": nbytes // elem}, aligned),
+                target=GPUTarget("cuda", 90, 32),
+                options={"num_warps": warps},
+            )
+            ops = sorted(set(re.findall(r"(?:ld|st)\\.global[.\\w]*", compiled.asm["ptx"])))
+            print(json.dumps({"dtype": dtype, "bytes": nbytes, "ops": ops}))
     """
 )
 
 
 def test_flat_kernel_compiles_to_16_byte_accesses_for_sm90(tmp_path):
     results = run_compile_script(_AOT_SCRIPT, tmp_path)
-    assert [r["dtype"] for r in results] == ["fp32", "fp16", "bf16"]
+    assert [r["dtype"] for r in results] == ["fp32", "fp32", "fp16", "fp16", "bf16", "bf16"]
     for r in results:
         # Full blocks: 16-byte vectors; only the masked tail goes narrower.
         assert "ld.global.v4.b32" in r["ops"] and "st.global.v4.b32" in r["ops"], r

@@ -16,8 +16,10 @@ Two kernels, chosen by the launcher:
   common case: all contiguous). A 1-D walk over the storage; each program
   owns ``BLOCK`` consecutive elements, full blocks load and store without a
   mask so they compile to 16-byte vector accesses, and only the last block is
-  masked. ``n_elements`` is not specialised (``do_not_specialize``), so a new
-  size never compiles a new kernel.
+  masked. Two piece sizes: 16 KiB an operand, or 1 KiB where 16 KiB pieces
+  would not give every SM a program (below about 2 MiB an operand on an
+  H200). ``n_elements`` is not specialised (``do_not_specialize``), so a new
+  size compiles nothing new once each piece size has run.
 * ``_add_strided_kernel``: anything else (broadcasting, transposed or sliced
   views). The launcher views every operand in the output shape (broadcast
   dimensions get stride 0, no copy), merges dimensions that are contiguous in
@@ -31,8 +33,9 @@ Every offset is computed in int64, so tensors past 2^31 elements are fine.
 Specialisation: sizes that change with the batch (``n_elements``; the
 strided kernel's row count and outer sizes) are runtime arguments excluded
 from Triton's integer specialisation, so a new batch size compiles nothing
-new, and under ``torch.compile`` with dynamic shapes it adds no guard beyond
-the layout checks. The strided kernel's column count and strides stay
+new (past the flat kernel's two piece sizes), and under ``torch.compile``
+with dynamic shapes it adds no guard beyond the layout checks and the flat
+kernel's piece-size bound. The strided kernel's column count and strides stay
 specialised: a unit stride known at compile time is what makes its loads
 16-byte vectors.
 
@@ -148,6 +151,12 @@ def _add_strided_kernel(
 #: fitted by a committed sweep.
 FLAT_BYTES_PER_PROGRAM = 16384
 FLAT_NUM_WARPS = 8
+#: Where those pieces would leave SMs idle (fewer programs than SMs), the flat
+#: kernel takes 1 KiB pieces over 2 warps instead: one 16-byte vector per
+#: thread and operand, so each SM holds as many bytes in flight as before
+#: (sixteen such programs against one large one) and every SM takes a share.
+FLAT_SMALL_BYTES_PER_PROGRAM = 1024
+FLAT_SMALL_NUM_WARPS = 2
 #: Elements in one tile of the strided kernel (rows x columns), and its warps.
 STRIDED_TILE = 4096
 STRIDED_NUM_WARPS = 4
@@ -202,9 +211,11 @@ def _merge_dims(shape, *strides):
 
 def _launch_flat(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
     n = out.numel()
-    block = FLAT_BYTES_PER_PROGRAM // out.element_size()
+    block, warps = FLAT_BYTES_PER_PROGRAM // out.element_size(), FLAT_NUM_WARPS
+    if n < plans.sm_count(out.device) * block:
+        block, warps = FLAT_SMALL_BYTES_PER_PROGRAM // out.element_size(), FLAT_SMALL_NUM_WARPS
     launchable(_add_flat_kernel)[(plans.cdiv(n, block),)](
-        x, y, out, n, BLOCK=block, num_warps=FLAT_NUM_WARPS
+        x, y, out, n, BLOCK=block, num_warps=warps
     )
 
 
