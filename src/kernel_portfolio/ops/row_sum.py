@@ -22,7 +22,11 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
   ``MNb + M b_out``, since a sum needs no second pass.
 * ``split``: ``S`` programs share a row and each writes a float32 partial sum;
   a second kernel adds a row's ``S`` partials and writes the result:
-  ``MNb + 8MS + M b_out``.
+  ``MNb + 8MS + M b_out``. A split program loads two chunks a step: with
+  about two programs an SM (:func:`kernel_portfolio.plans.split_count`), one
+  chunk a step left each SM a chunk or two in flight and paid a memory
+  latency a chunk. A looped program keeps one chunk a step: its chunks are
+  twice as wide and its rows many, and two of them would spill.
 
 The public function reaches the launcher by one of three routes, as in
 :mod:`kernel_portfolio.ops.softmax` (:func:`kernel_portfolio.contracts.eager_route`):
@@ -90,19 +94,31 @@ TILE_WARPS = 16
 
 @triton.jit
 def _chunked_sum(
-    x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr, EVICT: tl.constexpr
+    x_row,
+    stride_xn,
+    col0,
+    n_chunks,
+    n_cols,
+    BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
+    STEP: tl.constexpr,
 ):
-    """Float32 sum of ``n_chunks`` ``BLOCK``-wide chunks of a row from ``col0``."""
+    """Float32 sum of ``n_chunks`` ``BLOCK``-wide chunks of a row from ``col0``.
+
+    ``STEP`` chunks a step: their loads do not wait on one another's adds, so
+    a program has ``STEP`` chunks in flight (see the module docstring).
+    """
     acc = tl.zeros((BLOCK,), tl.float32)
-    for c in range(n_chunks):
-        cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(
-            x_row + cols.to(tl.int64) * stride_xn,
-            mask=cols < n_cols,
-            other=0.0,
-            eviction_policy=EVICT,
-        )
-        acc += x.to(tl.float32)
+    for c in range(0, n_chunks, STEP):
+        for u in tl.static_range(STEP):
+            cols = col0 + (c + u) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(
+                x_row + cols.to(tl.int64) * stride_xn,
+                mask=(cols < n_cols) & (c + u < n_chunks),
+                other=0.0,
+                eviction_policy=EVICT,
+            )
+            acc += x.to(tl.float32)
     return tl.sum(acc, 0)
 
 
@@ -176,7 +192,7 @@ def _looped_kernel(
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         x_row = x_ptr + row64 * stride_xm
-        total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK, EVICT)
+        total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK, EVICT, 1)
         tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
 
 
@@ -199,7 +215,7 @@ def _split_partial_kernel(
     k = tl.program_id(1)
     col0 = k * chunks_per_split * BLOCK
     x_row = x_ptr + row * stride_xm
-    total = _chunked_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK, EVICT)
+    total = _chunked_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK, EVICT, 2)
     tl.store(partial_ptr + row * tl.num_programs(1) + k, total)
 
 
