@@ -165,6 +165,30 @@ def test_row_sum(shape, plan, dtype):
         assert_matches(out, reference.row_sum(x), out_dtype, f"{plan} -> {out_dtype}")
 
 
+def test_row_sum_split_counters_are_back_at_zero_after_each_launch():
+    """Split row sums of 4, 17 and 64 programs a row in turn on one stream, five times.
+
+    The last program of a row to finish writes it and sets the row's counter
+    back to 0: left at its count, the next launch's last program would never
+    see ``n_splits - 1`` and the row would keep the poison.
+    """
+    xs = [
+        torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+        for shape in ((64, 131072), (4, 32769), (1, 131072))
+    ]
+    splits = {plans.choose_for(x).splits for x in xs}
+    assert all(plans.choose_for(x).kind == "split" for x in xs) and len(splits) == 3, splits
+    for _ in range(5):
+        for x in xs:
+            out = poison(torch.empty(x.shape[0], device="cuda", dtype=x.dtype))
+            row_sum_ops._launch_row_sum(x, out, plans.choose_for(x))
+            assert_matches(out, reference.row_sum(x), x.dtype)
+    torch.cuda.synchronize()
+    key = ("row sum counters", 0, torch.cuda.current_stream().cuda_stream)
+    counters = contracts._STREAM_BUFFERS[key]
+    assert counters.numel() >= 64 and not counters.any()
+
+
 @pytest.mark.parametrize("plan", ["block", "looped", "split"])
 def test_strided_and_autograd_through_public_functions(plan):
     base = torch.randn(300, 9000, device="cuda", dtype=torch.bfloat16)

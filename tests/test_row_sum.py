@@ -219,19 +219,33 @@ def test_contiguous_rows_compile_to_16_byte_loads():
         "n_rows": "i32",
         "n_cols": "i32",
     }
-    split = {"x_ptr": "*fp16", "partial_ptr": "*fp32", "n_cols": "i32", "chunks_per_split": "i32"}
+    split = {
+        "x_ptr": "*fp16",
+        "out_ptr": "*fp16",
+        "partial_ptr": "*fp32",
+        "count_ptr": "*i32",
+        "n_cols": "i32",
+        "chunks_per_split": "i32",
+    }
     specs = [
         {"kernel": "_block_kernel", "signature": {**rows, "stride_xm": "i32"}},
         {"kernel": "_looped_kernel", "signature": {**rows, "stride_xm": "i32"}},
-        {"kernel": "_split_partial_kernel", "signature": {**split, "stride_xm": "i32"}},
+        {"kernel": "_split_kernel", "signature": {**split, "stride_xm": "i32"}},
     ]
     compiled = global_memory_ops(
         [
             {
                 **spec,
                 "module": "kernel_portfolio.ops.row_sum",
-                "constexprs": {"BLOCK": 4096, "TAIL": 0, "ROWS": 2, "VEC": 8, "stride_xn": 1},
-                "aligned": ["x_ptr", "out_ptr", "partial_ptr"],
+                "constexprs": {
+                    "BLOCK": 4096,
+                    "TAIL": 0,
+                    "ROWS": 2,
+                    "VEC": 8,
+                    "MAX_SPLITS": 256,
+                    "stride_xn": 1,
+                },
+                "aligned": ["x_ptr", "out_ptr", "partial_ptr", "count_ptr"],
                 "num_warps": 8,
             }
             for spec in specs

@@ -106,7 +106,7 @@ def _expected_hints(launcher: str, kernel: str, kind: str, spec: dict, dtype: st
     every load of a 16-bit row; the two passes of a looped softmax, and of a looped RMSNorm
     forward whose row takes more than one chunk; no hint anywhere else."""
     if launcher == "row_sum":
-        if kernel == "_split_merge_kernel" or dtype == "float32":
+        if dtype == "float32":
             return set()
         return {f"ld.{row_sum.LOAD_POLICY}"}
     looped = ("softmax fwd", "softmax bwd", "rms_norm fwd", "residual fwd")
