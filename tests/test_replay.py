@@ -112,6 +112,10 @@ SCRATCH = {
     "residual-function-backward-two-dx-split": 2,
 }
 
+#: Per-stream buffers a case's replay looks up (:func:`contracts.stream_buffer`): the split
+#: row sum's counters.
+BUFFERS = {"row_sum-split": 1}
+
 
 def _steps(replay) -> list:
     """A replay's launches without the compiled kernels (``None`` in the interpreter)."""
@@ -133,10 +137,11 @@ def test_one_signature_records_one_set_of_launches(name, body, replays, make, de
     want = tuple((tuple(o.shape), o.stride(), o.dtype) for o in outs)
     assert replay.allocations[: len(outs)] == want
     assert len(replay.allocations) - len(outs) == SCRATCH.get(name, 0), "scratch memory"
+    assert len(replay.buffers) == BUFFERS.get(name, 0), "per-stream buffers"
     assert replay.steps, "no launch recorded"
     for _, _, _, values, slots in replay.steps:
         assert not any(isinstance(v, torch.Tensor) for v in values), "the memo keeps a tensor"
-        n_slots = len(first) + len(replay.allocations)
+        n_slots = len(first) + len(replay.allocations) + len(replay.buffers)
         assert slots and all(0 <= slot < n_slots for _, slot in slots)
     written = {slot for step in replay.steps for _, slot in step[4]}
     assert all(len(first) + j in written for j in range(len(outs))), "an output no launch gets"

@@ -359,9 +359,13 @@ def stream_buffer(name: str, numel: int, dtype: torch.dtype, device: torch.devic
     after another, so they may share the buffer; launches on two streams may
     overlap, so each stream has its own. A call :class:`Replays` records notes
     the buffer, and its replays look it up again for the stream they run on.
+    CPU tensors (the interpreter, which runs launches in turn) share one.
     """
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    key = (name, index, driver.active.get_current_stream(index))
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        key = (name, index, driver.active.get_current_stream(index))
+    else:
+        key = (name, device.type, None)
     buffer = _STREAM_BUFFERS.get(key)
     if buffer is None or buffer.numel() < numel or buffer.dtype != dtype:
         buffer = _STREAM_BUFFERS[key] = torch.zeros(numel, dtype=dtype, device=device)

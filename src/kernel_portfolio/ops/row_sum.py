@@ -25,8 +25,8 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
   :func:`kernel_portfolio.contracts.stream_buffer` and back at 0 after each
   launch) adds the row's ``S`` partials in slot order and writes the result,
   in the same launch: ``MNb + 8MS + M b_out``. No program waits for
-  another, so unlike the softmax's cooperative launch any grid is safe. The
-  interpreter and traced launches (``torch.compile``), which cannot keep
+  another, so unlike the softmax's cooperative launch any grid is safe.
+  Traced launches (``torch.compile``, dispatch modes), which cannot keep
   state between calls, take zeroed counters of their own each call. A split
   program loads two chunks a step: with
   about two programs an SM (:func:`kernel_portfolio.plans.split_count`), one
@@ -308,9 +308,9 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         partial = scratch((n_rows, n_splits), torch.float32, x.device)
-        if x.is_cuda and eager_route():
+        if eager_route():
             counts = stream_buffer("row sum counters", n_rows, torch.int32, x.device)
-        else:  # the interpreter, or a traced launch, which cannot carry state between calls
+        else:  # a traced launch, which cannot carry state between calls
             counts = torch.zeros(n_rows, dtype=torch.int32, device=x.device)
         launchable(_split_kernel)[(n_rows, n_splits)](
             x2,
