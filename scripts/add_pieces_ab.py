@@ -4,8 +4,8 @@ Under a minute on a GPU in one process; prints a table and writes nothing else::
 
     python scripts/add_pieces_ab.py > results/h200/checks/add-pieces-ab-<UTC stamp>.log
 
-Below one large piece an SM (``FLAT_BYTES_PER_PROGRAM`` times the SM count),
-``ops/add.py`` takes pieces of ``FLAT_SMALL_BYTES_PER_PROGRAM`` over
+Below a large piece for each of half the SMs (``FLAT_BYTES_PER_PROGRAM``
+times half the SM count), ``ops/add.py`` takes pieces of ``FLAT_SMALL_BYTES_PER_PROGRAM`` over
 ``FLAT_SMALL_NUM_WARPS``. This times that (``small``) against the large
 pieces at the same sizes (``large``), with ``torch.add`` beside them, two
 ways: twenty back-to-back calls captured in a CUDA graph and replayed (warm
@@ -28,7 +28,7 @@ from kernel_portfolio import plans
 from kernel_portfolio.bench import timing
 from kernel_portfolio.ops import add as add_op
 
-SIZES = (4096, 65536, 262144, 1048576)
+SIZES = (4096, 65536, 262144, 524288)
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 CALLS = 20  # calls a graph
 
@@ -56,7 +56,9 @@ def main() -> None:
     for dtype in DTYPES:
         for n in SIZES:
             x, y = (torch.randn(n, device="cuda", dtype=dtype) for _ in range(2))
-            if n >= plans.sm_count(x.device) * (add_op.FLAT_BYTES_PER_PROGRAM // x.element_size()):
+            if 2 * n >= plans.sm_count(x.device) * (
+                add_op.FLAT_BYTES_PER_PROGRAM // x.element_size()
+            ):
                 continue  # large pieces either way
             small = lambda x=x, y=y: add_op._add(x, y)  # noqa: E731
             calls = {"small": small, "large": _large(small), "torch": lambda x=x, y=y: x + y}

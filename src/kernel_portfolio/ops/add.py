@@ -17,7 +17,7 @@ Two kernels, chosen by the launcher:
   owns ``BLOCK`` consecutive elements, full blocks load and store without a
   mask so they compile to 16-byte vector accesses, and only the last block is
   masked. Two piece sizes: 16 KiB an operand, or 1 KiB where 16 KiB pieces
-  would not give every SM a program (below about 2 MiB an operand on an
+  would not give half the SMs a program (below about 1 MiB an operand on an
   H200). ``n_elements`` is not specialised (``do_not_specialize``), so a new
   size compiles nothing new once each piece size has run.
 * ``_add_strided_kernel``: anything else (broadcasting, transposed or sliced
@@ -151,10 +151,14 @@ def _add_strided_kernel(
 #: fitted by a committed sweep.
 FLAT_BYTES_PER_PROGRAM = 16384
 FLAT_NUM_WARPS = 8
-#: Where those pieces would leave SMs idle (fewer programs than SMs), the flat
-#: kernel takes 1 KiB pieces over 2 warps instead: one 16-byte vector per
-#: thread and operand, so each SM holds as many bytes in flight as before
-#: (sixteen such programs against one large one) and every SM takes a share.
+#: Where those pieces would leave most SMs idle (fewer programs than half the
+#: SMs), the flat kernel takes 1 KiB pieces over 2 warps instead: one 16-byte
+#: vector per thread and operand, so each SM holds as many bytes in flight as
+#: before (sixteen such programs against one large one) and every SM takes a
+#: share. On the H200 (``scripts/add_pieces_ab.py``,
+#: ``results/h200/checks/add-pieces-ab-20261203T1652Z.log``, graph replay) the
+#: small pieces were 8-56% faster at 4096 to 262144 elements (up to 64 large
+#: pieces) and 5-7% slower at 1048576 half-precision elements (128).
 FLAT_SMALL_BYTES_PER_PROGRAM = 1024
 FLAT_SMALL_NUM_WARPS = 2
 #: Elements in one tile of the strided kernel (rows x columns), and its warps.
@@ -212,7 +216,7 @@ def _merge_dims(shape, *strides):
 def _launch_flat(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
     n = out.numel()
     block, warps = FLAT_BYTES_PER_PROGRAM // out.element_size(), FLAT_NUM_WARPS
-    if n < plans.sm_count(out.device) * block:
+    if 2 * n < plans.sm_count(out.device) * block:
         block, warps = FLAT_SMALL_BYTES_PER_PROGRAM // out.element_size(), FLAT_SMALL_NUM_WARPS
     launchable(_add_flat_kernel)[(plans.cdiv(n, block),)](
         x, y, out, n, BLOCK=block, num_warps=warps
