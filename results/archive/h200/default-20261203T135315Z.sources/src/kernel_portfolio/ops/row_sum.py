@@ -34,9 +34,10 @@ op ``kp::row_sum``, whose body is the same code.
 
 Specialisation, strides and int64 offsets follow :mod:`kernel_portfolio.ops.softmax`:
 ``BLOCK``, ``TAIL`` (a block plan's second piece, or 0), ``ROWS`` (a block
-plan's rows a program), ``VEC`` and the warp count are compiled in; the row count, row
-width and row strides are runtime arguments Triton does not specialise, so a
-new batch size never recompiles; rows are read in place through
+plan's rows a program), ``VEC`` and the warp count are compiled in; the row
+count (or a launch's first row), row width and row strides are runtime
+arguments Triton does not specialise, so a new batch size never recompiles;
+rows are read in place through
 ``(stride_xm, stride_xn)`` or, when the leading dimensions do not collapse,
 after one copy (:func:`kernel_portfolio.plans.as_rows`).
 
@@ -58,16 +59,18 @@ from torch.library import triton_op
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
     SUPPORTED_DTYPES,
+    Replays,
     check_tensor,
     device_guard,
     direct_launches,
     direct_route,
     eager_route,
     launchable,
+    scratch,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
-_RUNTIME_ARGS = ["n_rows", "n_cols", "stride_xm"]
+_RUNTIME_ARGS = ["first_row", "n_rows", "n_cols", "stride_xm"]
 _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: ``tl.load``'s ``eviction_policy`` for rows of 16-bit elements (the kernels'
 #: ``EVICT``; float32 rows take ``""``, the hardware default): see the module
@@ -107,6 +110,7 @@ def _chunked_sum(
 def _block_kernel(
     x_ptr,
     out_ptr,
+    first_row,
     n_rows,
     n_cols,
     stride_xm,
@@ -119,9 +123,9 @@ def _block_kernel(
 ):
     """Block plan: rows are loaded once, ``ROWS`` at a time, and reduced in registers.
 
-    Program ``p`` handles the groups of ``ROWS`` rows ``p, p + programs, ...``:
-    one group when the grid has a program per group
-    (:func:`kernel_portfolio.plans.forward_programs`). A ``TAIL`` (not 0) is a
+    Program ``p`` takes the ``ROWS`` rows from ``first_row + p * ROWS``, those
+    before ``n_rows`` (a program per group of rows:
+    :func:`kernel_portfolio.plans.block_launches`). A ``TAIL`` (not 0) is a
     second piece of each row after its first ``BLOCK`` columns
     (:func:`kernel_portfolio.plans.block_pieces`).
     """
@@ -130,29 +134,27 @@ def _block_kernel(
     stride_xm = stride_xm // VEC * VEC
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
+    rows = first_row + tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < n_rows
+    x_rows = x_ptr + rows[:, None] * stride_xm  # row * stride can pass 2^31
+    x = tl.load(
+        x_rows + cols.to(tl.int64)[None, :] * stride_xn,
+        mask=row_mask[:, None] & mask[None, :],
+        other=0.0,
+        eviction_policy=EVICT,
+    )
+    total = tl.sum(x.to(tl.float32), 1)
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
         tail_mask = tail_cols < n_cols
-    for group in tl.range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
-        rows = group * ROWS + tl.arange(0, ROWS)
-        row_mask = rows < n_rows
-        x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_xm  # row * stride can pass 2^31
-        x = tl.load(
-            x_rows + cols.to(tl.int64)[None, :] * stride_xn,
-            mask=row_mask[:, None] & mask[None, :],
+        x_tail = tl.load(
+            x_rows + tail_cols.to(tl.int64)[None, :] * stride_xn,
+            mask=row_mask[:, None] & tail_mask[None, :],
             other=0.0,
             eviction_policy=EVICT,
         )
-        total = tl.sum(x.to(tl.float32), 1)
-        if TAIL > 0:
-            x_tail = tl.load(
-                x_rows + tail_cols.to(tl.int64)[None, :] * stride_xn,
-                mask=row_mask[:, None] & tail_mask[None, :],
-                other=0.0,
-                eviction_policy=EVICT,
-            )
-            total += tl.sum(x_tail.to(tl.float32), 1)
-        tl.store(out_ptr + rows, total.to(out_ptr.dtype.element_ty), mask=row_mask)
+        total += tl.sum(x_tail.to(tl.float32), 1)
+    tl.store(out_ptr + rows, total.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -254,18 +256,20 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
             consts["ROWS"], consts["num_warps"] = block_tile(
                 consts["BLOCK"] + consts["TAIL"], x.element_size(), plan.num_warps
             )
-            groups = plans.cdiv(n_rows, consts["ROWS"])
-            grid = (plans.forward_programs(groups, plan, plans.sm_count(x.device)),)
-            launchable(_block_kernel)[grid](x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts)
+            rows = consts["ROWS"]
+            for first_group, programs in plans.block_launches(plans.cdiv(n_rows, rows)):
+                launchable(_block_kernel)[(programs,)](
+                    x2, out, first_group * rows, n_rows, n_cols, stride_xm, stride_xn, **consts
+                )
             return
         if plan.kind == "looped":
-            grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
             launchable(_looped_kernel)[grid](
                 x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts
             )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
-        partial = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
+        partial = scratch((n_rows, n_splits), torch.float32, x.device)
         launchable(_split_partial_kernel)[(n_rows, n_splits)](
             x2, partial, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
         )
@@ -284,6 +288,14 @@ def _row_sum(x: torch.Tensor, dtype: torch.dtype | None, plan: str | plans.RowPl
     out = torch.empty(x.shape[:-1], dtype=dtype if dtype is not None else x.dtype, device=x.device)
     _launch_row_sum(x, out, plans.choose_for(x, plan))
     return out
+
+
+def _row_sum_direct(
+    x: torch.Tensor, dtype: torch.dtype | None, plan: str | plans.RowPlan
+) -> torch.Tensor:
+    """:func:`_row_sum` launching straight: the direct route, and the Function's forward."""
+    with direct_launches():
+        return _row_sum(x, dtype, plan)
 
 
 @triton_op("kp::row_sum", mutates_args=())
@@ -320,13 +332,16 @@ _row_sum_op.register_autograd(_backward, setup_context=_setup_context)
 # ---------------------------------------------------------------------------
 
 
+#: The Function's forward launches, recorded per signature and replayed.
+_FORWARD_REPLAYS = Replays()
+
+
 class _RowSum(torch.autograd.Function):
     """``row_sum`` on the eager route: the launcher without the dispatcher."""
 
     @staticmethod
     def forward(ctx, x, dtype, plan):
-        with direct_launches():
-            out = _row_sum(x, dtype, plan)
+        out = _FORWARD_REPLAYS.call(_row_sum_direct, (x,), (dtype, plan))
         ctx.x_shape, ctx.x_dtype = x.shape, x.dtype
         return out
 
@@ -338,6 +353,9 @@ class _RowSum(torch.autograd.Function):
 # ---------------------------------------------------------------------------
 # Public function
 # ---------------------------------------------------------------------------
+
+#: Direct-route calls recorded per input signature and replayed (:class:`Replays`).
+_REPLAYS = Replays()
 
 
 def row_sum(
@@ -380,6 +398,13 @@ def row_sum(
         >>> import kernel_portfolio as kp
         >>> totals = kp.row_sum(x, dtype=torch.float32)   # x: (4096, 8192) bfloat16
     """
+    return _REPLAYS.call(_row_sum_checked, (x,), (dtype, plan))
+
+
+def _row_sum_checked(
+    x: torch.Tensor, dtype: torch.dtype | None, plan: str | plans.RowPlan
+) -> torch.Tensor:
+    """The body of :func:`row_sum` (what a replay stands in for): checks, then a route."""
     check_tensor(x, "x")
     if dtype is not None and dtype not in SUPPORTED_DTYPES:
         raise TypeError(
@@ -387,8 +412,7 @@ def row_sum(
         )
     rows = x.reshape(1) if x.ndim == 0 else x
     if direct_route(x):
-        with direct_launches():
-            return _row_sum(rows, dtype, plan)
+        return _row_sum_direct(rows, dtype, plan)
     if eager_route():
         return _RowSum.apply(rows, dtype, plan)
     return torch.ops.kp.row_sum(rows, dtype, *plans.to_op_args(plan))

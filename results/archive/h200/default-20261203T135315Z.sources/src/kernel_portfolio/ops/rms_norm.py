@@ -53,9 +53,10 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   the L2 keeps the row for its reread, and drops it first once reread
   (``scripts/load_policy_ab.py`` timed it; the backward and the other plans
   keep the default).
-* The forward of both takes rows ``p, p + P, ...`` in program ``p`` of
-  ``P`` (:func:`kernel_portfolio.plans.forward_programs`: one row per
-  program for the block plan, a persistent grid for the looped one).
+* The block forward has a program per row
+  (:func:`kernel_portfolio.plans.block_launches`); the looped forward's
+  program ``p`` of ``P`` takes rows ``p, p + P, ...`` on a persistent grid
+  (:func:`kernel_portfolio.plans.persistent_programs`).
 * ``split``: few wide rows; several programs share a row. A first kernel
   writes partial sums of squares, a second merges a row's partials in a fixed
   order and writes its slice of ``y``.
@@ -71,8 +72,9 @@ block plan's row just past a power of two is held as a main block and a small
 tail, :func:`kernel_portfolio.plans.block_pieces`), and ``VEC``
 (:func:`kernel_portfolio.plans.vec_width`: the 16-byte vector width the row
 width and row strides allow). Runtime arguments that Triton is told not to
-specialise (``do_not_specialize``): the row count, the row width, the row
-strides, the chunks per split slice and the number of partial rows; ``eps`` is
+specialise (``do_not_specialize``): the row count (or a launch's first row),
+the row width, the row strides, the chunks per split slice and the number of
+partial rows; ``eps`` is
 a float, which Triton never specialises. Column strides keep Triton's default
 specialisation (a stride of 1 compiles to contiguous vector loads). So a new
 batch size reuses the compiled kernels; only ``plan="auto"`` switching between
@@ -109,6 +111,7 @@ from torch.library import triton_op
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
+    Replays,
     check_eps,
     check_same,
     check_tensor,
@@ -117,10 +120,13 @@ from kernel_portfolio.contracts import (
     direct_route,
     eager_route,
     launchable,
+    not_replayable,
+    scratch,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = [
+    "first_row",
     "n_rows",
     "n_cols",
     "chunks_per_split",
@@ -132,7 +138,7 @@ _RUNTIME_ARGS = [
     "stride_dhm",
 ]
 #: ``tl.load``'s ``eviction_policy`` for the two passes of a looped plan's
-#: forward over a row (the ``_fwd_kernel``'s ``FIRST`` and ``SECOND``; ``""``
+#: forward over a row (the ``_fwd_looped_kernel``'s ``FIRST`` and ``SECOND``; ``""``
 #: is the hardware default): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
@@ -253,8 +259,102 @@ def _merge(partials_ptr, n_partials, MAX_PARTIALS: tl.constexpr):
     return tl.sum(tl.load(partials_ptr + idx, mask=idx < n_partials, other=0.0), axis=0)
 
 
+@triton.jit
+def _fwd_row_in_registers(
+    x_row,
+    r_row,
+    h_row,
+    y_row,
+    w_ptr,
+    n_cols,
+    stride_xn,
+    stride_rn,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+):
+    """Normalise one row held in registers (``BLOCK`` columns, then a ``TAIL``); return ``rstd``.
+
+    The weight is read after the row's reduction, so it is not live across
+    it: at 8192 columns and 16 warps that is 39 registers instead of 50 on
+    sm_90 (three programs per SM instead of two), at 16384 columns 64 instead
+    of 82 (two instead of one). A ``TAIL`` (not 0) is a second piece of the
+    row after its first ``BLOCK`` columns
+    (:func:`kernel_portfolio.plans.block_pieces`).
+    """
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, "")
+    ss = tl.sum(h * h, axis=0)
+    if TAIL > 0:
+        tail_cols = BLOCK + tl.arange(0, TAIL)
+        tail_mask = tail_cols < n_cols
+        h_tail = _load_h(
+            x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
+        )
+        ss += tl.sum(h_tail * h_tail, axis=0)
+    rstd = tl.rsqrt(ss / n_cols + eps)
+    _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
+    if TAIL > 0:
+        _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
+    return rstd
+
+
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
-def _fwd_kernel(
+def _fwd_block_kernel(
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    rstd_ptr,
+    first_row,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_rm,
+    stride_rn,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    STORE_RSTD: tl.constexpr,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """Block plan: program ``p`` takes row ``first_row + p``, held in registers.
+
+    A program per row (:func:`kernel_portfolio.plans.block_launches`).
+    ``rstd_ptr`` is written only when ``STORE_RSTD``.
+    """
+    # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_rm = stride_rm // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
+    rstd = _fwd_row_in_registers(
+        x_ptr + row64 * stride_xm,
+        r_ptr + row64 * stride_rm,
+        h_ptr + row64 * n_cols,
+        y_ptr + row64 * n_cols,
+        w_ptr,
+        n_cols,
+        stride_xn,
+        stride_rn,
+        eps,
+        HAS_RESIDUAL,
+        HAS_WEIGHT,
+        BLOCK,
+        TAIL,
+    )
+    if STORE_RSTD:
+        tl.store(rstd_ptr + row64, rstd)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _fwd_looped_kernel(
     x_ptr,
     r_ptr,
     w_ptr,
@@ -272,39 +372,24 @@ def _fwd_kernel(
     HAS_WEIGHT: tl.constexpr,
     STORE_RSTD: tl.constexpr,
     BLOCK: tl.constexpr,
-    TAIL: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
 ):
-    """Block and looped plans: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
+    """Looped plan: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
-    The row loop is not software-pipelined (``num_stages=1``): a block-plan
-    program has one row, and a looped one re-reads its row from L2.
-
-    ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the row in registers and reads
-    the weight after the row's reduction, so the weight is not live across
-    the row loop: at 8192 columns and 16 warps that is 39 registers instead
-    of 50 on sm_90 (three programs per SM instead of two), at 16384 columns
-    64 instead of 82 (two instead of one). Otherwise the row is walked
-    twice, re-reading ``h`` from the ``h`` output (residual) or from ``x``;
-    the first pass loads with the eviction policy ``FIRST`` and the second
-    with ``SECOND`` (``""``, the default, where ``ONE_CHUNK``).
-    A ``TAIL`` (not 0, ``ONE_CHUNK`` only) is a second piece of the row after
-    its first ``BLOCK`` columns (:func:`kernel_portfolio.plans.block_pieces`).
-    ``rstd_ptr`` is written only when ``STORE_RSTD``.
+    The row loop is not software-pipelined (``num_stages=1``): a program
+    re-reads its row from L2. ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the
+    row in registers (:func:`_fwd_row_in_registers`). Otherwise the row is
+    walked twice, re-reading ``h`` from the ``h`` output (residual) or from
+    ``x``; the first pass loads with the eviction policy ``FIRST`` and the
+    second with ``SECOND``. ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
     # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
     stride_rm = stride_rm // VEC * VEC
-    if ONE_CHUNK:
-        cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        if TAIL > 0:
-            tail_cols = BLOCK + tl.arange(0, TAIL)
-            tail_mask = tail_cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         x_row = x_ptr + row64 * stride_xm
@@ -312,25 +397,21 @@ def _fwd_kernel(
         h_row = h_ptr + row64 * n_cols
         y_row = y_ptr + row64 * n_cols
         if ONE_CHUNK:
-            h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, "")
-            ss = tl.sum(h * h, axis=0)
-            if TAIL > 0:
-                h_tail = _load_h(
-                    x_row,
-                    r_row,
-                    h_row,
-                    tail_cols,
-                    tail_mask,
-                    stride_xn,
-                    stride_rn,
-                    HAS_RESIDUAL,
-                    "",
-                )
-                ss += tl.sum(h_tail * h_tail, axis=0)
-            rstd = tl.rsqrt(ss / n_cols + eps)
-            _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
-            if TAIL > 0:
-                _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
+            rstd = _fwd_row_in_registers(
+                x_row,
+                r_row,
+                h_row,
+                y_row,
+                w_ptr,
+                n_cols,
+                stride_xn,
+                stride_rn,
+                eps,
+                HAS_RESIDUAL,
+                HAS_WEIGHT,
+                BLOCK,
+                0,
+            )
         else:
             ss = _sum_squares(
                 x_row,
@@ -874,33 +955,34 @@ def _forward(
         "num_warps": plan.num_warps,
     }
     with device_guard(x):
-        if plan.kind != "split":
-            consts["BLOCK"], tail = _pieces(n_cols, plan)
+        pointers = (x, res, w, y, hh, rs)
+        flags = {"HAS_WEIGHT": weight is not None, "STORE_RSTD": rstd is not None}
+        if plan.kind == "block":
+            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
+            for first_row, programs in plans.block_launches(n_rows):
+                launchable(_fwd_block_kernel)[(programs,)](
+                    *pointers, first_row, n_cols, *strides, eps, **flags, **consts
+                )
+            return
+        if plan.kind == "looped":
             one_chunk = plan.block >= n_cols
             passes = ("", "") if one_chunk else (LOOPED_FIRST_PASS, LOOPED_SECOND_PASS)
-            programs = plans.forward_programs(n_rows, plan, plans.sm_count(x.device))
-            launchable(_fwd_kernel)[(programs,)](
-                x,
-                res,
-                w,
-                y,
-                hh,
-                rs,
+            programs = plans.persistent_programs(n_rows, plan, plans.sm_count(x.device))
+            launchable(_fwd_looped_kernel)[(programs,)](
+                *pointers,
                 n_rows,
                 n_cols,
                 *strides,
                 eps,
-                HAS_WEIGHT=weight is not None,
-                STORE_RSTD=rstd is not None,
-                TAIL=tail,
                 ONE_CHUNK=one_chunk,
                 FIRST=passes[0],
                 SECOND=passes[1],
+                **flags,
                 **consts,
             )
             return
         chunks_per_split, n_split = _split(n_cols, plan)
-        ss = torch.empty((n_rows, n_split), dtype=torch.float32, device=x.device)
+        ss = scratch((n_rows, n_split), torch.float32, x.device)
         grid = (n_rows, n_split)
         launchable(_fwd_partial_kernel)[grid](
             x, res, hh, ss, n_cols, chunks_per_split, *strides, **consts
@@ -945,6 +1027,7 @@ def _backward(
         return
     if n_rows == 0:
         if dw is not None:
+            not_replayable()  # a fill, not a launch
             dw.zero_()
         return
     dhh = dh if dh is not None else dy
@@ -956,8 +1039,7 @@ def _backward(
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= n_cols
     sms = plans.sm_count(h.device)
     n_parts = min(n_rows, max(1, plans.cdiv(launch.per_sm * sms, n_split)))
-    f32 = {"dtype": torch.float32, "device": h.device}
-    dw_part = torch.empty((n_parts, n_cols), **f32) if dw is not None else rstd
+    dw_part = scratch((n_parts, n_cols), torch.float32, h.device) if dw is not None else rstd
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
     vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
     consts = {"HAS_WEIGHT": weight is not None, "BLOCK": launch.block, "VEC": vec}
@@ -966,7 +1048,7 @@ def _backward(
         if one_chunk:
             dot = rstd  # not read: mean(g * h) comes from the row in registers
         else:
-            dot = torch.empty((n_rows, n_split), **f32)
+            dot = scratch((n_rows, n_split), torch.float32, h.device)
             launchable(_bwd_dot_kernel)[(n_rows, n_split)](
                 dy, h, w, dot, n_cols, chunks_per_split, *strides, **consts
             )
@@ -1169,68 +1251,76 @@ _residual_rms_norm_op.register_autograd(
 # view nodes in the graph); the launchers see 2-D rows.
 
 
-def _eager_forward(x, residual, weight, eps, plan, *, keep_rstd: bool):
-    """``(x rows, plan, y, h, rstd)``: the direct route and the eager forward.
+def _forward_direct(x, residual, weight, eps, plan: plans.RowPlan, keep_rstd: bool) -> tuple:
+    """``(y, h, rstd)`` without those not made: a forward on the eager routes, launching straight.
 
-    ``y`` and ``h`` have ``x``'s shape; ``plan`` is the chosen :class:`RowPlan`.
-    ``rstd`` is None unless ``keep_rstd``: the autograd Functions keep it for
-    their backward, the direct route (no backward) skips it.
+    ``y`` and ``h`` (with a residual) have ``x``'s shape; ``rstd`` is made
+    only when ``keep_rstd``: the autograd Functions keep it for their
+    backward, the direct route (no backward) skips it. ``plan`` is chosen.
     """
     x2d = plans.as_rows(x)
-    plan = plans.choose_for(x2d, plan)
     r2d = plans.as_rows(residual) if residual is not None else None
     with direct_launches():
         y, h, rstd = _rms_norm(x2d, r2d, weight, eps, plan, x, keep_rstd=keep_rstd)
-    return x2d, plan, y, h, rstd
+    return tuple(t for t in (y, h, rstd) if t is not None)
 
 
-def _eager_grad(dy, h, weight, rstd, dh, two_dx, plan: plans.RowPlan, shape: torch.Size):
-    """``(dx, dx2, dweight)`` of the eager backward (:func:`_rms_norm_grad`).
+def _grad_rows(dy, h, weight, rstd, dh, plan: plans.RowPlan, two_dx: bool) -> tuple:
+    """``(dx, dx2, dweight)`` without those not wanted: the eager backward (:func:`_rms_norm_grad`).
 
-    ``dx`` and ``dx2`` in ``shape`` (``dx2`` is ``dx`` unless ``two_dx``);
-    ``dweight`` None without a weight. A backward replayed under a dispatch
-    mode (compiled autograd) goes through ``kp::rms_norm_backward``, as the
-    custom op's own backward does.
+    ``dy``, ``h`` and ``dh`` (or None) in the caller's shape, and so are
+    ``dx`` and ``dx2`` (only when ``two_dx``); ``dweight`` only with a weight.
+    On the eager route it launches straight (what a replay repeats); a
+    backward replayed under a dispatch mode (compiled autograd) goes through
+    ``kp::rms_norm_backward``, as the custom op's own backward does.
     """
-    dy = plans.as_rows(dy)
-    dh = plans.as_rows(dh) if dh is not None else None
+    rows = (plans.as_rows(dy), plans.as_rows(h), weight, rstd)
+    dh2d = plans.as_rows(dh) if dh is not None else None
     if eager_route():
         with direct_launches():
-            dx, dx2, dw = _rms_norm_grad(dy, h, weight, rstd, dh, plan, two_dx)
+            dx, dx2, dw = _rms_norm_grad(*rows, dh2d, plan, two_dx)
     else:
         args = plans.to_op_args(plan)
-        dx, dx2, dw = torch.ops.kp.rms_norm_backward(dy, h, weight, rstd, dh, two_dx, *args)
-    if len(shape) != 2:
-        dx, dx2 = dx.view(shape), (dx2.view(shape) if two_dx else dx2)
-    return dx, (dx2 if two_dx else dx), (dw if weight is not None else None)
+        dx, dx2, dw = torch.ops.kp.rms_norm_backward(*rows, dh2d, two_dx, *args)
+    if h.dim() != 2:
+        dx, dx2 = dx.view(h.shape), (dx2.view(h.shape) if two_dx else dx2)
+    return (dx, *((dx2,) if two_dx else ()), *((dw,) if weight is not None else ()))
+
+
+#: The Functions' forward and backward launches, recorded per signature and replayed.
+_FORWARD_REPLAYS = Replays()
+_BACKWARD_REPLAYS = Replays()
 
 
 class _RMSNorm(torch.autograd.Function):
-    """``rms_norm`` on the eager route; saves ``(x rows, weight, rstd)`` as the custom op does."""
+    """``rms_norm`` on the eager route: saves ``(x, weight, rstd)`` as the custom op does."""
 
     @staticmethod
     def forward(ctx, x, weight, eps, plan):
-        x2d, plan, y, _, rstd = _eager_forward(x, None, weight, eps, plan, keep_rstd=True)
-        ctx.save_for_backward(x2d, weight, rstd)
-        ctx.plan, ctx.shape = plan, x.shape
+        plan = plans.choose_for(x, plan)
+        y, rstd = _FORWARD_REPLAYS.call(_forward_direct, (x, None, weight), (eps, plan, True))
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.plan = plan
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy):
-        x2d, weight, rstd = ctx.saved_tensors
-        dx, _, dw = _eager_grad(dy, x2d, weight, rstd, None, False, ctx.plan, ctx.shape)
-        return dx, dw, None, None
+        x, weight, rstd = ctx.saved_tensors
+        grads = _BACKWARD_REPLAYS.call(_grad_rows, (dy, x, weight, rstd, None), (ctx.plan, False))
+        return grads[0], (grads[1] if weight is not None else None), None, None
 
 
 class _ResidualRMSNorm(torch.autograd.Function):
-    """``residual_rms_norm`` on the eager route; saves ``(h, weight, rstd)`` as the op does."""
+    """``residual_rms_norm`` on the eager route: saves ``(h, weight, rstd)`` as the op does."""
 
     @staticmethod
     def forward(ctx, x, residual, weight, eps, plan):
-        _, plan, y, h, rstd = _eager_forward(x, residual, weight, eps, plan, keep_rstd=True)
+        plan = plans.choose_for(x, plan)
+        tensors = (x, residual, weight)
+        y, h, rstd = _FORWARD_REPLAYS.call(_forward_direct, tensors, (eps, plan, True))
         ctx.save_for_backward(h, weight, rstd)
-        ctx.plan, ctx.shape = plan, x.shape
+        ctx.plan = plan
         return y, h
 
     @staticmethod
@@ -1238,14 +1328,20 @@ class _ResidualRMSNorm(torch.autograd.Function):
     def backward(ctx, dy, dh):
         h, weight, rstd = ctx.saved_tensors
         two_dx = ctx.needs_input_grad[0] and ctx.needs_input_grad[1]
-        h2d = plans.as_rows(h)
-        dx, dres, dw = _eager_grad(dy, h2d, weight, rstd, dh, two_dx, ctx.plan, ctx.shape)
-        return dx, dres, dw, None, None
+        tensors = (dy, h, weight, rstd, dh)
+        grads = _BACKWARD_REPLAYS.call(_grad_rows, tensors, (ctx.plan, two_dx))
+        dres = grads[1] if two_dx else grads[0]
+        return grads[0], dres, (grads[-1] if weight is not None else None), None, None
 
 
 # ---------------------------------------------------------------------------
 # Public functions
 # ---------------------------------------------------------------------------
+
+#: Direct-route calls of :func:`rms_norm`, recorded per input signature and replayed.
+_RMS_NORM_REPLAYS = Replays()
+#: Direct-route calls of :func:`residual_rms_norm`, recorded per input signature and replayed.
+_RESIDUAL_REPLAYS = Replays()
 
 
 def _check_rows(x: torch.Tensor) -> None:
@@ -1311,12 +1407,17 @@ def rms_norm(
         >>> import kernel_portfolio as kp
         >>> y = kp.rms_norm(x, weight)   # x: (tokens, 4096), weight: (4096,)
     """
+    return _RMS_NORM_REPLAYS.call(_rms_norm_checked, (x, weight), (eps, plan))
+
+
+def _rms_norm_checked(x, weight, eps, plan) -> torch.Tensor:
+    """The body of :func:`rms_norm` (what a replay stands in for): checks, then a route."""
     check_tensor(x, "x")
     _check_rows(x)
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, weight):
-        return _eager_forward(x, None, weight, eps, plan, keep_rstd=False)[2]
+        return _forward_direct(x, None, weight, eps, plans.choose_for(x, plan), False)[0]
     if eager_route():
         return _RMSNorm.apply(x, weight, eps, plan)
     y, _ = torch.ops.kp.rms_norm(plans.as_rows(x), weight, eps, *plans.to_op_args(plan))
@@ -1366,6 +1467,11 @@ def residual_rms_norm(
         >>> import kernel_portfolio as kp
         >>> y, hidden = kp.residual_rms_norm(attn_out, hidden, weight)
     """
+    return _RESIDUAL_REPLAYS.call(_residual_rms_norm_checked, (x, residual, weight), (eps, plan))
+
+
+def _residual_rms_norm_checked(x, residual, weight, eps, plan) -> tuple[torch.Tensor, torch.Tensor]:
+    """The body of :func:`residual_rms_norm` (what a replay stands in for): checks, then a route."""
     check_tensor(x, "x")
     check_tensor(residual, "residual")
     check_same(x, "x", residual, "residual")
@@ -1378,7 +1484,7 @@ def residual_rms_norm(
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, residual, weight):
-        return _eager_forward(x, residual, weight, eps, plan, keep_rstd=False)[2:4]
+        return _forward_direct(x, residual, weight, eps, plans.choose_for(x, plan), False)
     if eager_route():
         return _ResidualRMSNorm.apply(x, residual, weight, eps, plan)
     x2d, r2d = plans.as_rows(x), plans.as_rows(residual)

@@ -144,7 +144,10 @@ def choose(
 
     ``auto`` (constants from :mod:`kernel_portfolio.plan_rule`): ``split`` when
     there are few rows (at most ``SPLIT_ROWS_PER_SM`` per SM; one program per
-    row would leave SMs idle) and each is wider than ``SPLIT_MIN_BYTES``; else
+    row would leave SMs idle) and each is wider than ``SPLIT_MIN_BYTES``, in
+    chunks of ``COOP_CHUNK`` when one program a chunk over all rows fits the
+    SMs (the softmax forward then runs as one cooperative launch), else of
+    ``SPLIT_CHUNK``; else
     ``block`` while the row fits in ``MAX_BLOCK_BYTES``; else ``looped``, with
     a narrow or a wide chunk. A chunk never exceeds the row's power-of-two width.
 
@@ -197,9 +200,11 @@ def choose(
         else:
             chunk, warps = min(plan_rule.WIDE_CHUNK, width), plan_rule.WIDE_WARPS
         return RowPlan("looped", chunk, warps_for(chunk, elem_bytes, warps))
-    chunk = min(plan_rule.SPLIT_CHUNK, width)
+    chunk, warps = min(plan_rule.COOP_CHUNK, width), plan_rule.COOP_WARPS
+    if not (plan_rule.COOP_CHUNK and n_rows * cdiv(max(n_cols, 1), chunk) <= sm_count):
+        chunk, warps = min(plan_rule.SPLIT_CHUNK, width), plan_rule.SPLIT_WARPS
     splits = split_count(n_rows, n_cols, chunk, sm_count)
-    return RowPlan("split", chunk, warps_for(chunk, elem_bytes, plan_rule.SPLIT_WARPS), splits)
+    return RowPlan("split", chunk, warps_for(chunk, elem_bytes, warps), splits)
 
 
 #: :func:`choose` for plain-int shapes, memoised: it runs on every operator call.
@@ -295,31 +300,34 @@ def sm_count(device: torch.device) -> int:
 
 
 def persistent_programs(n_rows: int, plan: RowPlan, sm_count: int) -> int:
-    """Programs to launch for a plan that loops over rows (block, looped).
+    """Programs to launch for a plan whose programs loop over rows (looped forwards, backwards).
 
     A persistent grid: at most as many programs as the SMs keep resident
     (``WARPS_PER_SM // num_warps`` each, at most ``PROGRAMS_PER_SM``), every
     program walking rows ``pid, pid + programs, ...``; fewer when there are
-    fewer rows.
+    fewer rows. Backwards stay persistent: the RMSNorm backward keeps one
+    weight-gradient partial per program.
     """
     resident = sm_count * max(1, min(PROGRAMS_PER_SM, WARPS_PER_SM // plan.num_warps))
     return max(1, min(n_rows, resident))
 
 
-def forward_programs(n_rows: int, plan: RowPlan, sm_count: int) -> int:
-    """Programs to launch for a row forward with a block or looped plan.
+def block_launches(n_rows: int) -> tuple[tuple[int, int], ...]:
+    """``(first row, programs)`` of each launch of a block-plan forward.
 
-    One per row for a block plan (at most :data:`MAX_GRID`; the kernels' row
-    loop takes any rest): the hardware starts a program as another retires.
-    An H200 A/B against a persistent grid
-    (``results/h200/checks/row-ab-20261201T0349Z.log``) put it 2.8% ahead on
-    the mean. Looped plans take :func:`persistent_programs`. Backwards stay
-    persistent: the RMSNorm backward keeps one weight-gradient partial per
-    program.
+    A program per row, no row loop: the hardware starts a program as another
+    retires. An H200 A/B against a persistent grid
+    (``results/h200/checks/row-ab-20261201T0349Z.log``) put one program per
+    row 2.8% ahead on the mean. Dropping the row loop that let a program take
+    more rows (a barrier and a branch a program) sped the block forwards up
+    by 0.6-1.9% on the mean, up to 8% (``scripts/revision_ab.py``,
+    ``results/h200/checks/revision-ab-20261202T2031Z.log``). One launch
+    unless the rows outnumber a grid's first dimension (:data:`MAX_GRID`); a
+    kernel adds its launch's first row to its program id.
     """
-    if plan.kind == "block":
-        return max(1, min(n_rows, MAX_GRID))
-    return persistent_programs(n_rows, plan, sm_count)
+    if n_rows <= MAX_GRID:
+        return ((0, n_rows),)
+    return tuple((first, min(n_rows - first, MAX_GRID)) for first in range(0, n_rows, MAX_GRID))
 
 
 def as_rows(x: torch.Tensor) -> torch.Tensor:

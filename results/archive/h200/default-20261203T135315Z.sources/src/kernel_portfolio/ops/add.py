@@ -58,6 +58,7 @@ from torch.library import triton_op
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
+    Replays,
     check_same,
     check_tensor,
     device_guard,
@@ -277,6 +278,12 @@ def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _add_direct(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """:func:`_add` launching straight: the direct route, and the Function's forward."""
+    with direct_launches():
+        return _add(x, y)
+
+
 @triton_op("kp::add", mutates_args=())
 def _add_op(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return _add(x, y)
@@ -304,13 +311,16 @@ _add_op.register_autograd(_backward, setup_context=_setup_context)
 # ---------------------------------------------------------------------------
 
 
+#: The Function's forward launches, recorded per signature and replayed.
+_FORWARD_REPLAYS = Replays()
+
+
 class _Add(torch.autograd.Function):
     """``add`` on the eager route: the launcher without the dispatcher, ``kp::add``'s backward."""
 
     @staticmethod
     def forward(ctx, x, y):
-        with direct_launches():
-            out = _add(x, y)
+        out = _FORWARD_REPLAYS.call(_add_direct, (x, y), ())
         ctx.x_shape, ctx.y_shape = x.shape, y.shape
         return out
 
@@ -320,6 +330,9 @@ class _Add(torch.autograd.Function):
 # ---------------------------------------------------------------------------
 # Public function
 # ---------------------------------------------------------------------------
+
+#: Direct-route calls recorded per input signature and replayed (:class:`Replays`).
+_REPLAYS = Replays()
 
 
 def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -351,6 +364,11 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         >>> import kernel_portfolio as kp
         >>> out = kp.add(x, bias)   # x: (4096, 1024), bias: (1024,)
     """
+    return _REPLAYS.call(_add_checked, (x, y), ())
+
+
+def _add_checked(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The body of :func:`add` (what a replay stands in for): checks, then a route."""
     check_tensor(x, "x")
     check_tensor(y, "y")
     check_same(x, "x", y, "y")
@@ -361,8 +379,7 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                 f"{tuple(x.shape)}"
             )
     if direct_route(x, y):
-        with direct_launches():
-            return _add(x, y)
+        return _add_direct(x, y)
     if eager_route():
         return _Add.apply(x, y)
     return torch.ops.kp.add(x, y)

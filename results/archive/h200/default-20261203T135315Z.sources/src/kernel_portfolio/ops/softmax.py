@@ -27,13 +27,17 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, per plan
   ``evict_last`` and the second with ``evict_first``
   (:data:`LOOPED_FIRST_PASS`, :data:`LOOPED_SECOND_PASS`): the L2 keeps the
   row for its reread, and drops it first once reread. Block and split plans
-  keep the default (an A/B, ``scripts/load_policy_ab.py``: ``evict_first``
-  slowed the block plans, which also write, and moved the split plans
-  either way).
+  keep the default (an A/B, ``results/h200/checks/load-policy-ab-20261202T0614Z.log``:
+  ``evict_first`` slowed the block plans, which also write, and moved the
+  split plans either way).
 * ``split``: ``S`` programs share a row. A stats kernel writes each slice's
   ``(max, sum)``; a write kernel merges a row's ``S`` pairs, rereads its slice
   and writes it: ``3MNb`` plus ``8S(S + 1)`` bytes of float32 statistics per
-  row. Backward does the same with partial dot products: ``5MNb`` plus
+  row. When each slice is one chunk and the grid fits the SMs (few wide
+  rows; ``auto`` then picks chunks of ``plan_rule.COOP_CHUNK``), one launch
+  does both (:func:`_cooperative`): a program holds its slice in registers
+  and waits on a row counter for the others' pairs, ``2MNb`` and one launch
+  fewer. Backward does the same with partial dot products: ``5MNb`` plus
   ``4S(S + 1)`` per row.
 
 The online merge must not compute ``exp(-inf - (-inf))``: while every value
@@ -41,18 +45,20 @@ seen so far is ``-inf`` (a masked prefix of the row), the running max is
 ``-inf``. The kernels then shift by 0 instead (:func:`_shift_for`), which
 makes ``exp(-inf - 0) = 0`` the right contribution.
 
-What is compiled, and what is not: ``BLOCK`` (register tile width),
-``TAIL`` (the block plan's second piece, or 0), ``VEC``
-(see :func:`kernel_portfolio.plans.vec_width`), ``MAX_SPLITS`` and the warp
-count are compile-time constants. The row count, row width, row strides and
-split sizes are runtime arguments that Triton is told not to specialise
+What is compiled, and what is not: ``BLOCK`` (register tile width), ``TAIL``
+(the block plan's second piece, or 0), ``VEC`` (see
+:func:`kernel_portfolio.plans.vec_width`), ``MAX_SPLITS`` and the warp count
+are compile-time constants. The row count, row width, row strides and split
+sizes are runtime arguments that Triton is told not to specialise
 (``do_not_specialize``), so a new batch size, or a new width with the same
-``BLOCK`` and ``TAIL``, reuses the compiled kernel; the mask ``cols < n_cols``
-handles the partial block, and ``VEC`` keeps its loads 16 bytes wide. Column
-strides keep Triton's default specialisation: a stride of 1 compiles to
-contiguous vector loads, any other stride to a strided variant. A prior
-project found runtime widths slow where a row does not fill its block; the
-specialisation case study measures this choice on the H200.
+``BLOCK`` and ``TAIL``, reuses the compiled kernel (a split plan has two
+forms, the cooperative one while its programs fit the SMs and the two launches
+past that: a batch size that crosses over compiles the other once); the mask
+``cols < n_cols`` handles the partial block, and ``VEC`` keeps its loads 16
+bytes wide. Column strides keep Triton's default specialisation: a stride of 1
+compiles to contiguous vector loads, any other stride to a strided variant. A
+prior project found runtime widths slow where a row does not fill its block;
+the specialisation case study measures this choice on the H200.
 
 One set of launchers, three routes to it
 (:func:`kernel_portfolio.contracts.eager_route`). In eager code the public
@@ -80,17 +86,29 @@ from torch.library import triton_op
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
+    Replays,
     check_dim,
     check_tensor,
     device_guard,
     direct_launches,
     direct_route,
     eager_route,
+    interpreter_enabled,
     launchable,
+    scratch,
+    stream_buffer,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
-_RUNTIME_ARGS = ["n_rows", "n_cols", "stride_xm", "stride_ym", "stride_dym", "stride_dxm"]
+_RUNTIME_ARGS = [
+    "first_row",
+    "n_rows",
+    "n_cols",
+    "stride_xm",
+    "stride_ym",
+    "stride_dym",
+    "stride_dxm",
+]
 _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: ``tl.load``'s ``eviction_policy`` for a looped plan's first and second pass
 #: over a row (the kernels' ``FIRST`` and ``SECOND``; ``""`` is the hardware
@@ -215,7 +233,7 @@ def _write_grad(
 def _fwd_block_kernel(
     x_ptr,
     y_ptr,
-    n_rows,
+    first_row,
     n_cols,
     stride_xm,
     stride_xn,
@@ -224,41 +242,39 @@ def _fwd_block_kernel(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
 ):
-    """Block plan, forward: each row is loaded once, reduced in registers, stored once.
+    """Block plan, forward: a row is loaded once, reduced in registers, stored once.
 
-    Program ``p`` handles rows ``p, p + programs, ...``: one row when the grid
-    has a program per row (:func:`kernel_portfolio.plans.forward_programs`).
-    A ``TAIL`` (not 0) is a second piece of the row after its first ``BLOCK``
-    columns (:func:`kernel_portfolio.plans.block_pieces`).
+    Program ``p`` takes row ``first_row + p`` (a program per row:
+    :func:`kernel_portfolio.plans.block_launches`). A ``TAIL`` (not 0) is a
+    second piece of the row after its first ``BLOCK`` columns
+    (:func:`kernel_portfolio.plans.block_pieces`).
     """
     # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
     stride_ym = stride_ym // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
+    x_row = x_ptr + row64 * stride_xm
+    y_row = y_ptr + row64 * stride_ym
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
+    x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
+    x = x.to(tl.float32)
+    m = tl.max(x, 0)  # an all -inf row: max = -inf, NaN everywhere
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
         tail_mask = tail_cols < n_cols
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
-        x_row = x_ptr + row64 * stride_xm
-        y_row = y_ptr + row64 * stride_ym
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
-        x = x.to(tl.float32)
-        m = tl.max(x, 0)  # an all -inf row: max = -inf, NaN everywhere
-        if TAIL > 0:
-            x_tail = tl.load(
-                x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=float("-inf")
-            ).to(tl.float32)
-            m = tl.maximum(m, tl.max(x_tail, 0))
-        e = tl.exp(x - m)
-        s = tl.sum(e, 0)
-        if TAIL > 0:
-            e_tail = tl.exp(x_tail - m)
-            s += tl.sum(e_tail, 0)
-            tl.store(y_row + tail_cols, (e_tail / s).to(y_ptr.dtype.element_ty), mask=tail_mask)
-        tl.store(y_row + cols, (e / s).to(y_ptr.dtype.element_ty), mask=mask)
+        x_tail = tl.load(
+            x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=float("-inf")
+        ).to(tl.float32)
+        m = tl.maximum(m, tl.max(x_tail, 0))
+    e = tl.exp(x - m)
+    s = tl.sum(e, 0)
+    if TAIL > 0:
+        e_tail = tl.exp(x_tail - m)
+        s += tl.sum(e_tail, 0)
+        tl.store(y_row + tail_cols, (e_tail / s).to(y_ptr.dtype.element_ty), mask=tail_mask)
+    tl.store(y_row + cols, (e / s).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -345,6 +361,84 @@ def _fwd_split_write_kernel(
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
     _write_probs(x_row, stride_xn, y_row, m, s, col0, chunks_per_split, n_cols, BLOCK, "")
+
+
+@triton.jit
+def _wait_for_row(count_ptr, n_programs):
+    """Count this program in on its row's counters and return once all ``n_programs`` have.
+
+    ``count_ptr`` holds two counters: arrivals, then departures. The
+    program's earlier stores are released with its arrival and the others'
+    acquired with the count that lets it go; the last program to leave sets
+    both back to 0 for the row's next launch (on this stream, so after this
+    one ends). Every program of the launch must be resident at once, or
+    the first ones would wait for ever: see :func:`_cooperative`.
+    """
+    tl.debug_barrier()  # the whole program's stores before its arrival
+    tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
+    seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
+    while seen < n_programs:
+        seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
+    tl.debug_barrier()
+    if tl.atomic_add(count_ptr + 1, 1, sem="relaxed", scope="gpu") == n_programs - 1:
+        tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
+        tl.atomic_xchg(count_ptr + 1, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _fwd_split_coop_kernel(
+    x_ptr,
+    y_ptr,
+    max_ptr,
+    sum_ptr,
+    count_ptr,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_ym,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    MAX_SPLITS: tl.constexpr,
+):
+    """Split plan, forward, in one launch: program (row, k) holds chunk k of the row.
+
+    It writes its chunk's ``(m_k, s_k)`` with ``e = exp(x - m_k)``, waits for
+    the row's other programs (:func:`_wait_for_row`), merges the row's pairs
+    into ``(m, s)`` and writes ``e * (exp(m_k - m) / s)`` from registers: one
+    ``exp`` an element and no division, where the two launches' write kernel
+    rereads ``x`` and computes ``exp(x - m) / s`` (so the last bit may
+    differ between the two).
+    """
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    cols = k * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(
+        x_ptr + row * stride_xm + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")
+    )
+    x = x.to(tl.float32)
+    m_k = tl.max(x, 0)
+    e = tl.exp(x - _shift_for(m_k))  # 0 where x = -inf, masked lanes too
+    tl.store(max_ptr + row * n_splits + k, m_k)
+    tl.store(sum_ptr + row * n_splits + k, tl.sum(e, 0))
+    _wait_for_row(count_ptr + 2 * row, n_splits)
+    slots = tl.arange(0, MAX_SPLITS)
+    in_row = slots < n_splits
+    # .cg: from the L2, where the other programs' stores are, never a stale L1 line.
+    part_max = tl.load(
+        max_ptr + row * n_splits + slots, mask=in_row, other=float("-inf"), cache_modifier=".cg"
+    )
+    part_sum = tl.load(
+        sum_ptr + row * n_splits + slots, mask=in_row, other=0.0, cache_modifier=".cg"
+    )
+    m = tl.max(part_max, 0)
+    # m = -inf only when the whole row is: the scale is NaN, as the answer.
+    scale = tl.exp(m_k - m) / tl.sum(part_sum * tl.exp(part_max - m), 0)
+    tl.store(y_ptr + row * stride_ym + cols, (e * scale).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -498,6 +592,27 @@ def _bwd_split_write_kernel(
 # ---------------------------------------------------------------------------
 
 
+def _cooperative(n_rows: int, n_splits: int, chunks_per_split: int, device: torch.device) -> bool:
+    """Whether a split forward runs as one launch of programs that wait for each other.
+
+    Each program must hold its slice in registers (one chunk), and every
+    program must be resident at once: at most one a streaming multiprocessor,
+    which any kernel gets, so a grid no larger than the SM count can wait
+    without deadlock even when other work holds the GPU. Only for compiled
+    kernels on real tensors: the interpreter runs programs one after
+    another (the first would wait for ever), and a traced launch
+    (``torch.compile``, dispatch modes: :func:`eager_route` is False) cannot
+    carry the per-stream counters. Otherwise the
+    two launches of the split plan, whose bits it gives.
+    """
+    return (
+        chunks_per_split == 1
+        and n_rows * n_splits <= plans.sm_count(device)
+        and not interpreter_enabled()
+        and eager_route()
+    )
+
+
 def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> None:
     """Write the softmax of ``x``'s rows (its last dimension) into ``y``.
 
@@ -520,17 +635,47 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
     with device_guard(x):
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
-        if plan.kind in ("block", "looped"):
-            kernel = _fwd_block_kernel if plan.kind == "block" else _fwd_looped_kernel
-            if plan.kind == "looped":
-                consts |= {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
-            grid = (plans.forward_programs(n_rows, plan, plans.sm_count(x.device)),)
-            launchable(kernel)[grid](x2, y, n_rows, n_cols, stride_xm, stride_xn, n_cols, **consts)
+            for first_row, programs in plans.block_launches(n_rows):
+                launchable(_fwd_block_kernel)[(programs,)](
+                    x2, y, first_row, n_cols, stride_xm, stride_xn, n_cols, **consts
+                )
+            return
+        if plan.kind == "looped":
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
+            launchable(_fwd_looped_kernel)[grid](
+                x2,
+                y,
+                n_rows,
+                n_cols,
+                stride_xm,
+                stride_xn,
+                n_cols,
+                FIRST=LOOPED_FIRST_PASS,
+                SECOND=LOOPED_SECOND_PASS,
+                **consts,
+            )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
-        part_max = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
-        part_sum = torch.empty((n_rows, n_splits), dtype=torch.float32, device=x.device)
+        part_max = scratch((n_rows, n_splits), torch.float32, x.device)
+        part_sum = scratch((n_rows, n_splits), torch.float32, x.device)
         grid = (n_rows, n_splits)
+        if _cooperative(n_rows, n_splits, chunks_per_split, x.device):
+            n_counters = 2 * plans.sm_count(x.device)  # two a row, and rows <= SMs
+            counters = stream_buffer("softmax row counters", n_counters, torch.int32, x.device)
+            launchable(_fwd_split_coop_kernel)[grid](
+                x2,
+                y,
+                part_max,
+                part_sum,
+                counters,
+                n_cols,
+                stride_xm,
+                stride_xn,
+                n_cols,
+                MAX_SPLITS=plans.MAX_SPLITS,
+                **consts,
+            )
+            return
         launchable(_fwd_split_stats_kernel)[grid](
             x2, part_max, part_sum, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
         )
@@ -580,7 +725,7 @@ def _launch_backward(
             launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
-        part_dot = torch.empty((n_rows, n_splits), dtype=torch.float32, device=y.device)
+        part_dot = scratch((n_rows, n_splits), torch.float32, y.device)
         grid = (n_rows, n_splits)
         launchable(_bwd_split_dot_kernel)[grid](
             y2, dy2, part_dot, n_cols, *strides, chunks_per_split, **consts
@@ -618,6 +763,18 @@ def _backward_rows(y: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan) -> to
     return dx
 
 
+def _forward_direct(x: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """:func:`_forward` launching straight: the direct route, and the Function's forward."""
+    with direct_launches():
+        return _forward(x, plan)
+
+
+def _backward_direct(y: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """:func:`_backward_rows` launching straight: the Function's backward."""
+    with direct_launches():
+        return _backward_rows(y, dy, plan)
+
+
 @triton_op("kp::softmax", mutates_args=())
 def _softmax_op(
     x: torch.Tensor, kind: str, block: int, num_warps: int, splits: int
@@ -652,14 +809,18 @@ _softmax_op.register_autograd(_backward, setup_context=_setup_context)
 # ---------------------------------------------------------------------------
 
 
+#: The Function's forward and backward launches, recorded per signature and replayed.
+_FORWARD_REPLAYS = Replays()
+_BACKWARD_REPLAYS = Replays()
+
+
 class _Softmax(torch.autograd.Function):
     """``softmax`` on the eager route: saves ``y`` and the plan, as ``kp::softmax`` does."""
 
     @staticmethod
     def forward(ctx, x, plan):
         plan = plans.choose_for(x, plan)
-        with direct_launches():
-            y = _forward(x, plan)
+        y = _FORWARD_REPLAYS.call(_forward_direct, (x,), (plan,))
         ctx.save_for_backward(y)
         ctx.plan = plan
         return y
@@ -669,8 +830,7 @@ class _Softmax(torch.autograd.Function):
     def backward(ctx, dy):
         (y,) = ctx.saved_tensors
         if eager_route():
-            with direct_launches():
-                return _backward_rows(y, dy, ctx.plan), None
+            return _BACKWARD_REPLAYS.call(_backward_direct, (y, dy), (ctx.plan,)), None
         # A backward replayed under a dispatch mode (compiled autograd).
         return torch.ops.kp.softmax_backward(y, dy, *plans.to_op_args(ctx.plan)), None
 
@@ -678,6 +838,9 @@ class _Softmax(torch.autograd.Function):
 # ---------------------------------------------------------------------------
 # Public function
 # ---------------------------------------------------------------------------
+
+#: Direct-route calls recorded per input signature and replayed (:class:`Replays`).
+_REPLAYS = Replays()
 
 
 def softmax(x: torch.Tensor, dim: int = -1, plan: str | plans.RowPlan = "auto") -> torch.Tensor:
@@ -725,13 +888,17 @@ def softmax(x: torch.Tensor, dim: int = -1, plan: str | plans.RowPlan = "auto") 
         >>> import kernel_portfolio as kp
         >>> probs = kp.softmax(scores, dim=-1)   # scores: (batch, heads, q, k)
     """
+    return _REPLAYS.call(_softmax, (x,), (dim, plan))
+
+
+def _softmax(x: torch.Tensor, dim: int, plan: str | plans.RowPlan) -> torch.Tensor:
+    """The body of :func:`softmax` (what a replay stands in for): checks, then a route."""
     check_tensor(x, "x")
     dim = check_dim(dim, x.ndim)
     last = dim == max(x.ndim - 1, 0)
     rows = x.reshape(1) if x.ndim == 0 else x if last else x.movedim(dim, -1)
     if direct_route(x):
-        with direct_launches():
-            y = _forward(rows, plans.choose_for(rows, plan))
+        y = _forward_direct(rows, plans.choose_for(rows, plan))
     elif eager_route():
         y = _Softmax.apply(rows, plan)
     else:
