@@ -32,9 +32,12 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     if name in _OPS:
-        return getattr(importlib.import_module(_OPS[name]), name)
+        # Kept as a module global: later lookups of `kp.<name>` skip this hook
+        # and its import machinery (about 2 us each, on every call in a loop).
+        value = globals()[name] = getattr(importlib.import_module(_OPS[name]), name)
+        return value
     raise AttributeError(f"module 'kernel_portfolio' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_OPS])
+    return sorted({*globals(), *_OPS})
