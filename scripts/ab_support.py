@@ -17,6 +17,8 @@ import torch
 from kernel_portfolio.bench import timing
 
 VISITS, SAMPLES = 6, 20
+#: Back-to-back calls one CUDA graph captures in :func:`graph_medians`.
+GRAPH_CALLS = 20
 
 
 def setup(script: str) -> tuple[timing.L2Flusher, float]:
@@ -50,6 +52,18 @@ def interleaved_medians(
         for name in names if visit % 2 == 0 else names[::-1]:
             times[name] += timing.time_events(calls[name], SAMPLES, flush=flush, lead_ms=lead_ms)
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def graph_medians(calls: Mapping[Hashable, Callable[[], object]]) -> dict:
+    """Median ms a call of each, as the suite times latency-bound cases.
+
+    Each call is captured :data:`GRAPH_CALLS` times back to back in a CUDA
+    graph; the graphs are replayed with a warm L2, visited as in
+    :func:`interleaved_medians`.
+    """
+    graphs = {name: timing.capture_graph(call, GRAPH_CALLS) for name, call in calls.items()}
+    medians = interleaved_medians({name: g.replay for name, g in graphs.items()}, None, 0.0)
+    return {name: ms / GRAPH_CALLS for name, ms in medians.items()}
 
 
 def compare_settings(

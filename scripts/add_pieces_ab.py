@@ -22,7 +22,7 @@ import statistics
 from unittest.mock import patch
 
 import torch
-from ab_support import interleaved_medians, setup
+from ab_support import graph_medians, interleaved_medians, setup
 
 from kernel_portfolio import plans
 from kernel_portfolio.bench import timing
@@ -30,7 +30,6 @@ from kernel_portfolio.ops import add as add_op
 
 SIZES = (4096, 65536, 262144, 524288)
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-CALLS = 20  # calls a graph
 
 
 def _large(call):
@@ -65,9 +64,7 @@ def main() -> None:
             want = torch.add(x, y)
             for name, call in calls.items():
                 assert torch.equal(call(), want), (name, n, dtype)
-            graphs = {name: timing.capture_graph(call, CALLS) for name, call in calls.items()}
-            graph = interleaved_medians({k: g.replay for k, g in graphs.items()}, None, 0.0)
-            graph = {k: ms * 1e3 / CALLS for k, ms in graph.items()}
+            graph = {k: ms * 1e3 for k, ms in graph_medians(calls).items()}
             cold = interleaved_medians(calls, flush, timing.lead_for(small))
             cold = {k: ms * 1e3 for k, ms in cold.items()}
             print(

@@ -24,24 +24,15 @@ import statistics
 from unittest.mock import patch
 
 import torch
-from ab_support import interleaved_medians, setup
+from ab_support import graph_medians, setup
 
 from kernel_portfolio import plan_rule, plans, reference
-from kernel_portfolio.bench import timing
 from kernel_portfolio.bench.runner import tolerance
 from kernel_portfolio.ops import softmax
 from kernel_portfolio.reference import rel_error
 
 CASES = [(4, 32769), (1, 65536), (2, 131072), (1, 262144), (6, 20000), (7, 32768)]
 DTYPES = (torch.float16, torch.bfloat16)
-CALLS = 20  # calls a graph
-
-
-def _time(calls: dict) -> dict:
-    """Median ms a call of each, captured ``CALLS`` times in a graph, replayed, interleaved."""
-    graphs = {name: timing.capture_graph(call, CALLS) for name, call in calls.items()}
-    medians = interleaved_medians({n: g.replay for n, g in graphs.items()}, None, 0.0)
-    return {name: ms / CALLS for name, ms in medians.items()}
 
 
 def main() -> None:
@@ -72,7 +63,7 @@ def main() -> None:
             want = reference.softmax(x)
             for y in outs.values():
                 assert rel_error(y, want) <= tolerance(want, str(dtype)[6:]), (m, n, dtype)
-            us = {name: ms * 1e3 for name, ms in _time(calls).items()}
+            us = {name: ms * 1e3 for name, ms in graph_medians(calls).items()}
             print(
                 f"{m}x{n:<8} {str(dtype)[6:]:<9} {_name(one):<18} {_name(two):<18}"
                 f" {us['one']:>7.2f} {us['two']:>7.2f} {us['torch']:>7.2f}"

@@ -29,15 +29,13 @@ import functools
 import statistics
 
 import torch
-from ab_support import interleaved_medians, setup
+from ab_support import graph_medians, setup
 
 from kernel_portfolio import plans
-from kernel_portfolio.bench import timing
 from kernel_portfolio.ops import rms_norm, softmax
 
 CASES = [(m, n) for m in (1, 4, 16, 66) for n in (20000, 32769)] + [(4, 32768)]
 DTYPE = torch.float16
-CALLS = 20  # calls a graph
 SETTINGS = ("shipped", 16, 32)  # the rule's plan; a block plan of 16 or 32 warps
 
 
@@ -71,14 +69,6 @@ def _cases(m: int, n: int) -> dict:
     }
 
 
-def _time(calls: dict) -> dict:
-    """Median ms a call of each call, captured ``CALLS`` times in a CUDA graph and
-    replayed with a warm L2, the graphs visited in alternating order."""
-    graphs = {s: timing.capture_graph(call, CALLS) for s, call in calls.items()}
-    medians = interleaved_medians({s: graph.replay for s, graph in graphs.items()}, None, 0.0)
-    return {s: ms / CALLS for s, ms in medians.items()}
-
-
 def main() -> None:
     setup("few_rows_block_ab")
     print(
@@ -95,7 +85,7 @@ def main() -> None:
             for s in SETTINGS:
                 call(chosen[s])
                 results[s] = [t.clone() for t in outs]
-            medians = _time({s: functools.partial(call, chosen[s]) for s in SETTINGS})
+            medians = graph_medians({s: functools.partial(call, chosen[s]) for s in SETTINGS})
             for s in SETTINGS:
                 plan = chosen[s]
                 diff = max(
