@@ -103,16 +103,17 @@ def test_a_cooperative_split_matches_the_reference_and_two_launches(
     assert_matches(together, apart, dtype, f"one launch against two, {chosen}")
 
 
-def _row_counters() -> list[torch.Tensor]:
-    return [t for key, t in contracts._STREAM_BUFFERS.items() if key[0] == "softmax row counters"]
+def _row_states() -> list[torch.Tensor]:
+    return [t for key, t in contracts._STREAM_BUFFERS.items() if key[0] == "softmax row state"]
 
 
 def test_cooperative_launches_of_several_program_counts_share_a_stream():
-    """Rows of 17, 16 and 32 programs in turn on one stream: each waits on its own counters.
+    """Rows of 17, 16 and 32 programs in turn on one stream: each counts its own generations.
 
     Every counter ends a multiple of its program count (counter ``row * SMs +
-    programs - 1``); one counter for all program counts would let a launch of
-    16 start from a count of 17 and wait for ever.
+    programs - 1``, after the two word arrays); one counter for all program
+    counts would give a launch of 16 programs after one of 17 two generations
+    among its programs, whose tags would never all agree.
     """
     xs = [
         torch.randn(shape, device="cuda", dtype=torch.float16)
@@ -122,15 +123,15 @@ def test_cooperative_launches_of_several_program_counts_share_a_stream():
     for x in xs:
         kp.softmax(x)
     torch.cuda.synchronize()
-    key = ("softmax row counters", 0, torch.cuda.current_stream().cuda_stream)
-    counters = contracts._STREAM_BUFFERS[key]
+    key = ("softmax row state", 0, torch.cuda.current_stream().cuda_stream)
     sms = plans.sm_count(xs[0].device)
-    before = counters[: sms * sms].view(sms, sms).cpu()
+    counters = contracts._STREAM_BUFFERS[key][2 * sms : (2 + sms) * sms]
+    before = counters.view(sms, sms).cpu()
     for _ in range(5):
         for x, w in zip(xs, want, strict=True):
             assert_matches(kp.softmax(x), w, x.dtype)
     torch.cuda.synchronize()
-    after = counters[: sms * sms].view(sms, sms).cpu()
+    after = counters.view(sms, sms).cpu()
     assert not (after % torch.arange(1, sms + 1)).any()
     added = after - before
     assert added[:4, 16].tolist() == [5 * 17] * 4 and added[:4, 15].tolist() == [5 * 16] * 4
@@ -152,7 +153,22 @@ def test_cooperative_launches_on_two_streams_at_once():
     for x, ys in zip(xs, outs, strict=True):
         want = kp.softmax(x)
         assert all(torch.equal(y, want) for y in ys)
-    assert len(_row_counters()) >= 2
+    assert len(_row_states()) >= 2
+
+
+def test_cooperative_forward_allocates_only_its_output():
+    """The tagged words and the counters live in the stream's buffer: no scratch a call."""
+    x = torch.randn(4, 32769, device="cuda", dtype=torch.float16)
+    kp.softmax(x)  # the stream's buffer, made once
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    y = softmax_ops._forward(x, plans.choose_for(x, "auto"))
+    torch.cuda.synchronize()
+    # The allocator rounds each block up to 512 bytes; the two float32 partial
+    # arrays of the two launches would take a block each.
+    assert 0 <= torch.cuda.max_memory_allocated() - before - y.untyped_storage().nbytes() < 512
+    assert_matches(y, reference.softmax(x), x.dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -353,9 +353,9 @@ def stream_buffer(name: str, numel: int, dtype: torch.dtype, device: torch.devic
     """A zeroed buffer kept for the process, one per ``name``, device and current stream.
 
     For kernels that keep state across their own launches: the cooperative
-    split softmax's row counters, to which every launch adds a multiple of
-    what each counts (its program count), and the split row sum's, which
-    each launch leaves at 0. Launches on one stream run one
+    split softmax's tagged words and row counters (each launch adds its
+    program count to its rows' counters), and the split row sum's counters,
+    which each launch leaves at 0. Launches on one stream run one
     after another, so they may share the buffer; launches on two streams may
     overlap, so each stream has its own. A call :class:`Replays` records notes
     the buffer, and its replays look it up again for the stream they run on.

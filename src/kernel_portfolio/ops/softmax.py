@@ -35,10 +35,11 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, per plan
   and writes it: ``3MNb`` plus ``8S(S + 1)`` bytes of float32 statistics per
   row. When each slice is one chunk and the grid fits the SMs (few wide
   rows; ``auto`` then picks chunks of ``plan_rule.COOP_CHUNK``), one launch
-  does both (:func:`_cooperative`): a program holds its slice in registers
-  and waits on a row counter for the others' pairs, ``2MNb`` and one launch
-  fewer. Backward does the same with partial dot products: ``5MNb`` plus
-  ``4S(S + 1)`` per row.
+  does both (:func:`_cooperative`): a program holds its slice in registers,
+  publishes its pair as two tagged 8-byte words and polls the row's others
+  until they carry its launch's tag, ``2MNb`` and one launch fewer.
+  The backward's two launches do the same with partial dot products:
+  ``5MNb`` plus ``4S(S + 1)`` per row.
 
 The online merge must not compute ``exp(-inf - (-inf))``: while every value
 seen so far is ``-inf`` (a masked prefix of the row), the running max is
@@ -118,6 +119,11 @@ LOOPED_SECOND_PASS = "evict_first"
 #: Partial ``(max, sum)`` pairs a cooperative program merges at a time: a
 #: warp's width, so each group reduces inside a warp, with no shared memory.
 COOP_SLOTS = 32
+#: A cooperative word's tag is ``generation * COOP_TAG_COUNTS + programs``
+#: (:func:`_fwd_split_coop_kernel`): program counts below it, generations
+#: counted modulo ``COOP_GENERATIONS``, so a tag fits the word's high 32 bits.
+COOP_TAG_COUNTS = tl.constexpr(1024)
+COOP_GENERATIONS = tl.constexpr(2**21)
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -367,35 +373,40 @@ def _fwd_split_write_kernel(
 
 
 @triton.jit
-def _wait_for_row(count_ptr, n_programs):
-    """Count this program in on its row's counter and return once all ``n_programs`` have.
+def _tagged(value, tag):
+    """One 8-byte word: ``value``'s float32 bits in the low half, ``tag`` in the high half."""
+    bits = value.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+    return (tag.to(tl.int64) << 32) | bits
 
-    ``count_ptr`` is an int64 counter of the row's own for this program
-    count, which every launch adds exactly ``n_programs`` to: so between
-    launches (on this stream, which run one after another) it holds a
-    multiple of ``n_programs``, and a program that draws ``t`` waits for the
-    next multiple above ``t``. Nothing is reset, and an int64 count does not
-    wrap. The program's earlier stores are released with its count and the
-    others' acquired with the value that lets it go. Every program of the
-    launch must be resident at once, or the first ones would wait for ever:
-    see :func:`_cooperative`.
+
+@triton.jit
+def _untagged(word):
+    """The float32 in the low half of :func:`_tagged`'s words."""
+    return word.to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _poll_tagged(ptr, slots, in_row, tag):
+    """The words at ``ptr + slots``, read again until every one in the row carries ``tag``.
+
+    Volatile loads, so each read comes from the L2, where the other
+    programs' stores land, never from a stale L1 line. A word is stored
+    whole (one 8-byte store), so a word that carries the tag holds its
+    program's value too: no fence and no second trip.
     """
-    tl.debug_barrier()  # the whole program's stores before its count
-    ticket = tl.atomic_add(count_ptr, 1, sem="release", scope="gpu")
-    goal = ticket - ticket % n_programs + n_programs
-    seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
-    while seen < goal:
-        seen = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
-    tl.debug_barrier()
+    word = tl.load(ptr + slots, mask=in_row, other=0, volatile=True)
+    stale = tl.sum((((word >> 32) != tag) & in_row).to(tl.int32), 0)
+    while stale > 0:
+        word = tl.load(ptr + slots, mask=in_row, other=0, volatile=True)
+        stale = tl.sum((((word >> 32) != tag) & in_row).to(tl.int32), 0)
+    return word
 
 
 @triton.jit(do_not_specialize=[*_RUNTIME_ARGS, "n_counters"])
 def _fwd_split_coop_kernel(
     x_ptr,
     y_ptr,
-    max_ptr,
-    sum_ptr,
-    count_ptr,
+    state_ptr,
     n_counters,
     n_cols,
     stride_xm,
@@ -407,12 +418,27 @@ def _fwd_split_coop_kernel(
 ):
     """Split plan, forward, in one launch: program (row, k) holds chunk k of the row.
 
-    It writes its chunk's ``(m_k, s_k)`` with ``e = exp(x - m_k)``, waits for
-    the row's other programs (:func:`_wait_for_row`), merges the row's pairs
-    ``SLOTS`` at a time into ``(m, s)`` and writes ``e * (exp(m_k - m) / s)`` from registers: one
-    ``exp`` an element and no division, where the two launches' write kernel
-    rereads ``x`` and computes ``exp(x - m) / s`` (so the last bit may
-    differ between the two).
+    It publishes its chunk's ``(m_k, s_k)`` with ``e = exp(x - m_k)``, reads
+    the row's other pairs as they arrive, ``SLOTS`` at a time, merges them
+    online into ``(m, s)`` and writes ``e * (exp(m_k - m) / s)`` from
+    registers: one ``exp`` an element and no division, where the two
+    launches' write kernel rereads ``x`` and computes ``exp(x - m) / s`` (so
+    the last bit may differ between the two).
+
+    ``state_ptr`` is the stream's buffer (:func:`_launch_forward`): the row
+    maxima words at ``[0, n_counters)``, the row sums' at ``[n_counters,
+    2 n_counters)``, then an int64 counter for each row and program count
+    (``row * n_counters + programs - 1``). Every launch adds exactly its
+    program count to its rows' counters, so a program's ticket, drawn at its
+    start, numbers its launch among that counter's (its generation). A
+    program stores its max and its sum as words tagged with that generation
+    and the program count (:func:`_tagged`); the others poll until the row's
+    words carry their tag (:func:`_poll_tagged`). A word at slot ``row *
+    programs + k`` from another program count carries another count; from
+    the same count, it was the same row's, of the previous generation (every
+    launch writes all its row's slots). The buffer starts zeroed, and a tag
+    is never 0. Every program of the launch must be resident at once, or the
+    first ones would wait for ever: see :func:`_cooperative`.
     """
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
@@ -420,6 +446,11 @@ def _fwd_split_coop_kernel(
     row = tl.program_id(0).to(tl.int64)
     k = tl.program_id(1)
     n_splits = tl.num_programs(1)
+    max_ptr = state_ptr
+    sum_ptr = state_ptr + n_counters
+    count_ptr = state_ptr + 2 * n_counters + row * n_counters + n_splits - 1
+    # Relaxed: only the count matters, and it comes back while the chunk loads.
+    ticket = tl.atomic_add(count_ptr, 1, sem="relaxed", scope="gpu")
     cols = k * BLOCK + tl.arange(0, BLOCK)
     mask = cols < n_cols
     x = tl.load(
@@ -428,22 +459,21 @@ def _fwd_split_coop_kernel(
     x = x.to(tl.float32)
     m_k = tl.max(x, 0)
     e = tl.exp(x - _shift_for(m_k))  # 0 where x = -inf, masked lanes too
-    tl.store(max_ptr + row * n_splits + k, m_k)
-    tl.store(sum_ptr + row * n_splits + k, tl.sum(e, 0))
-    _wait_for_row(count_ptr + row * n_counters + n_splits - 1, n_splits)
+    generation = (ticket // n_splits) % COOP_GENERATIONS
+    tag = generation * COOP_TAG_COUNTS + n_splits
+    slot = row * n_splits + k
+    tl.store(max_ptr + slot, _tagged(m_k, tag))
+    tl.store(sum_ptr + slot, _tagged(tl.sum(e, 0), tag))
     # The row's pairs, SLOTS at a time (a warp's reduction each), merged online.
     m = float("-inf")
     s = 0.0
     for first in range(0, n_splits, SLOTS):
-        slots = first + tl.arange(0, SLOTS)
-        in_row = slots < n_splits
-        # .cg: from the L2, where the other programs' stores are, never a stale L1 line.
-        part_max = tl.load(
-            max_ptr + row * n_splits + slots, mask=in_row, other=float("-inf"), cache_modifier=".cg"
-        )
-        part_sum = tl.load(
-            sum_ptr + row * n_splits + slots, mask=in_row, other=0.0, cache_modifier=".cg"
-        )
+        slots = row * n_splits + first + tl.arange(0, SLOTS)
+        in_row = first + tl.arange(0, SLOTS) < n_splits
+        part_max = _untagged(_poll_tagged(max_ptr, slots, in_row, tag))
+        part_sum = _untagged(_poll_tagged(sum_ptr, slots, in_row, tag))
+        part_max = tl.where(in_row, part_max, float("-inf"))
+        part_sum = tl.where(in_row, part_sum, 0.0)
         m_new = tl.maximum(m, tl.max(part_max, 0))
         shift = _shift_for(m_new)
         s = s * tl.exp(m - shift) + tl.sum(part_sum * tl.exp(part_max - shift), 0)
@@ -614,11 +644,12 @@ def _cooperative(n_rows: int, n_splits: int, chunks_per_split: int, device: torc
     kernels on real tensors: the interpreter runs programs one after
     another (the first would wait for ever), and a traced launch
     (``torch.compile``, dispatch modes: :func:`eager_route` is False) cannot
-    carry the per-stream counters. Otherwise the two launches of the split
-    plan.
+    carry the per-stream state. A program count must also fit the words'
+    tags (``COOP_TAG_COUNTS``). Otherwise the two launches of the split plan.
     """
     return (
         chunks_per_split == 1
+        and n_splits < COOP_TAG_COUNTS.value
         and n_rows * n_splits <= plans.sm_count(device)
         and not interpreter_enabled()
         and eager_route()
@@ -668,22 +699,17 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
             )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
-        part_max = scratch((n_rows, n_splits), torch.float32, x.device)
-        part_sum = scratch((n_rows, n_splits), torch.float32, x.device)
         grid = (n_rows, n_splits)
         if _cooperative(n_rows, n_splits, chunks_per_split, x.device):
-            # One counter a row and program count: both at most the SM count.
-            n_counters = plans.sm_count(x.device)
-            counters = stream_buffer(
-                "softmax row counters", n_counters * n_counters, torch.int64, x.device
-            )
+            # Words for every program of the grid, and a counter a row and program
+            # count: all three at most the SM count.
+            sms = plans.sm_count(x.device)
+            state = stream_buffer("softmax row state", (2 + sms) * sms, torch.int64, x.device)
             launchable(_fwd_split_coop_kernel)[grid](
                 x2,
                 y,
-                part_max,
-                part_sum,
-                counters,
-                n_counters,
+                state,
+                sms,
                 n_cols,
                 stride_xm,
                 stride_xn,
@@ -692,6 +718,8 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
                 **consts,
             )
             return
+        part_max = scratch((n_rows, n_splits), torch.float32, x.device)
+        part_sum = scratch((n_rows, n_splits), torch.float32, x.device)
         launchable(_fwd_split_stats_kernel)[grid](
             x2, part_max, part_sum, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
         )
