@@ -7,7 +7,7 @@ About a minute on a GPU in one process; prints a table and writes nothing else::
 Few wide rows take the split plan. Where a program a chunk of
 ``plan_rule.COOP_CHUNK`` over all rows fits the SMs, ``auto`` picks that chunk
 and ``plan_rule.COOP_WARPS``, and the forward runs as one launch whose
-programs wait for their row's others on a counter (``softmax._cooperative``);
+programs read their row's others' tagged partials (``softmax._cooperative``);
 otherwise a stats launch and a write launch with ``SPLIT_CHUNK``. This times
 the shipped plan (``one``) against the plan ``auto`` picks with
 ``COOP_CHUNK`` set to 0 (``two``: the two launches) with ``torch.softmax``
