@@ -6,10 +6,12 @@ About a minute in one process; prints a table and writes nothing else::
 
 Times the backward launcher (``ops.rms_norm._backward``: ``dx`` and the weight
 gradient, float16) at the widths of the default suite with settings of
-``(BWD_WARPS_PER_SM, BWD_HEAVY_WARPS_PER_SM, BWD_DOT_STEP)``: the warps per SM
-of light and heavy programs (:func:`kernel_portfolio.ops.rms_norm._bwd_launch`;
-``(0, 0)`` is two programs per SM whatever the width) and the chunks a step of
-the looped and split plans' first pass (``_bwd_dot_kernel``). All run on the same inputs, visited
+``(BWD_WARPS_PER_SM, BWD_HEAVY_WARPS_PER_SM, BWD_DOT_STEP, BWD_CHUNK_SLICES)``:
+the warps per SM of light and heavy programs
+(:func:`kernel_portfolio.ops.rms_norm._bwd_launch`; ``(0, 0)`` is two programs
+per SM whatever the width), the chunks a step of the looped and split plans'
+first pass (``_bwd_dot_kernel``) and whether those plans slice a row into
+single chunks (else the forward plan's slices). All run on the same inputs, visited
 in alternating order (six visits of twenty samples), each call with a cold L2
 and a device spin ahead of its start event. Each setting's ``dx`` and weight
 gradient are checked against the shipped setting's first. The share of copy
@@ -29,8 +31,8 @@ from ab_support import compare_settings, setup
 from kernel_portfolio import plans
 from kernel_portfolio.ops import rms_norm
 
-# (light warps per SM, heavy warps per SM, dot-kernel chunks a step)
-SETTINGS = ((32, 16, 2), (32, 16, 1), (0, 0, 2), (16, 16, 2))
+# (light warps per SM, heavy warps per SM, dot-kernel chunks a step, chunk slices)
+SETTINGS = ((32, 16, 2, True), (32, 16, 2, False), (32, 16, 1, True), (0, 0, 2, True))
 SHAPES = (
     (32768, 1024),
     (16384, 2048),
@@ -38,14 +40,20 @@ SHAPES = (
     (16384, 4104),
     (512, 4096),
     (8192, 8192),
+    (1024, 131072),  # looped
     (64, 131072),  # split plans from here
     (132, 65536),
     (4, 32769),
 )
 
 
-def _set(setting: tuple[int, int, int]) -> None:
-    rms_norm.BWD_WARPS_PER_SM, rms_norm.BWD_HEAVY_WARPS_PER_SM, rms_norm.BWD_DOT_STEP = setting
+def _set(setting: tuple[int, int, int, bool]) -> None:
+    (
+        rms_norm.BWD_WARPS_PER_SM,
+        rms_norm.BWD_HEAVY_WARPS_PER_SM,
+        rms_norm.BWD_DOT_STEP,
+        rms_norm.BWD_CHUNK_SLICES,
+    ) = setting
 
 
 def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) -> None:
@@ -66,7 +74,7 @@ def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) ->
         launch = rms_norm._bwd_launch(plan, n, h.element_size(), False)
         _set(shipped)
         pct = 100 * 3 * m * n * h.element_size() / median / 1e6 / copy_gbps
-        row = f"{plan.kind} {m}x{n:<17} {str(setting):>11} {launch.warps:>5} {launch.per_sm:>6}"
+        row = f"{plan.kind} {m}x{n:<17} {str(setting):>20} {launch.warps:>5} {launch.per_sm:>6}"
         row += f" {median * 1e3:>10.1f}"
         print(f"{row} {pct:>6.1f}% {diff:>9.2e}")
         changes[setting].append(median / timed[shipped][0] - 1)
@@ -74,9 +82,14 @@ def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) ->
 
 def main() -> None:
     flush, copy_gbps = setup("rms_bwd_ab")
-    shipped = (rms_norm.BWD_WARPS_PER_SM, rms_norm.BWD_HEAVY_WARPS_PER_SM, rms_norm.BWD_DOT_STEP)
-    print(f"\nRMSNorm backward, (light, heavy) warps per SM, dot step (shipped: {shipped})")
-    head = f"{'case':<28} {'setting':>11} {'warps':>5} {'per SM':>6} {'median us':>10}"
+    shipped = (
+        rms_norm.BWD_WARPS_PER_SM,
+        rms_norm.BWD_HEAVY_WARPS_PER_SM,
+        rms_norm.BWD_DOT_STEP,
+        rms_norm.BWD_CHUNK_SLICES,
+    )
+    print(f"\nRMSNorm backward, (light, heavy) warps per SM, dot step, chunk slices ({shipped})")
+    head = f"{'case':<28} {'setting':>20} {'warps':>5} {'per SM':>6} {'median us':>10}"
     print(f"{head} {'% copy':>7} {'max diff':>9}")
     changes = {s: [] for s in SETTINGS}
     for m, n in SHAPES:

@@ -856,6 +856,14 @@ BWD_CHUNK_ELEMS = 16
 #: every row, from cache. On sm_90 (``ptxas -v``) 4096x12288 float16 then
 #: spills 48 bytes a thread instead of 168 (80 instead of 196 with ``dh``).
 BWD_WEIGHT_HELD_ELEMS = 16
+#: Whether a looped or split backward slices its rows into single chunks
+#: (``launch.block`` columns; up to the launch's programs and
+#: ``plans.MAX_SPLITS``) instead of the forward plan's slices. A program owns
+#: a slice of every ``P``-th row and writes one float32 partial ``dweight`` row
+#: for it, so with ``S`` slices a row there are ``P = programs / S`` partial
+#: rows: with the forward's slices (one or a few a row) 64x131072 took 64
+#: partial rows, as many bytes as ``dy``, written and read again.
+BWD_CHUNK_SLICES = True
 #: Chunks a step of the looped and split backward's first pass
 #: (``_bwd_dot_kernel``'s ``STEP``): two in flight a program where one would
 #: leave a split program a memory latency a chunk, as the row sum's split
@@ -1050,7 +1058,12 @@ def _backward(
         chunks_per_split *= plan.block // launch.block
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= n_cols
     sms = plans.sm_count(h.device)
-    n_parts = min(n_rows, max(1, plans.cdiv(launch.per_sm * sms, n_split)))
+    programs = launch.per_sm * sms
+    if plan.kind != "block" and BWD_CHUNK_SLICES:
+        n_chunks = plans.cdiv(n_cols, launch.block)
+        chunks_per_split = plans.cdiv(n_chunks, min(n_chunks, programs, plans.MAX_SPLITS))
+        n_split = plans.cdiv(n_chunks, chunks_per_split)
+    n_parts = min(n_rows, max(1, plans.cdiv(programs, n_split)))
     dw_part = scratch((n_parts, n_cols), torch.float32, h.device) if dw is not None else rstd
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
     vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
