@@ -266,12 +266,13 @@ def test_backward_launch_follows_the_bytes_a_thread_holds(plan, n_cols, elem_byt
 @pytest.mark.parametrize(
     ("plan", "shape", "launch"),
     [
-        ("auto", (37, 1024), (4, 6, 1024, 0, True, 80)),
-        ("auto", (37, 2048), (4, 4, 2048, 0, True, 128)),
-        ("auto", (37, 1100), (4, 4, 1024, 128, True, 128)),  # pieces, with the prefetch
-        ("auto", (37, 4104), (8, 2, 4096, 8, True, 128)),
-        (RowPlan("looped", 4096, 4), (5, 9000), (4, 4, 2048, 0, True, 128)),  # half its chunk
-        (RowPlan("split", 4096, 4, 2), (5, 9000), (4, 2, 2048, 0, False, 128)),
+        ("auto", (37, 1024), (4, 6, 1, 1024, 0, True, 80)),
+        ("auto", (37, 2048), (4, 4, 1, 2048, 0, True, 128)),
+        ("auto", (37, 1100), (4, 4, 1, 1024, 128, True, 128)),  # pieces, with the prefetch
+        ("auto", (37, 4104), (8, 2, 1, 4096, 8, True, 128)),
+        # Half the plan's chunk: 5 chunks of 2048 over 4 programs, as 3 slices of 2 chunks.
+        (RowPlan("looped", 4096, 4), (5, 9000), (4, 2, 3, 2048, 0, True, 128)),
+        (RowPlan("split", 4096, 4, 2), (5, 9000), (4, 2, 3, 2048, 0, False, 128)),
     ],
     ids=str,
 )
@@ -280,7 +281,8 @@ def test_backward_launches_by_its_rule(plan, shape, launch, device, monkeypatch)
     """The backward kernel runs with ``_bwd_launch``'s warps, programs per SM,
     chunk, prefetch and register cap: a row just past a power of two as the
     pieces of ``plans.block_pieces`` (the forward too), a looped or split row
-    in chunks of half the plan's. One SM: each program walks several rows, so
+    in chunks of half the plan's, sliced into as many slices as the programs
+    allow (``BWD_CHUNK_SLICES``). One SM: each program walks several rows, so
     the prefetch carries rows from one step to the next (a split row's never
     prefetches)."""
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
@@ -288,11 +290,11 @@ def test_backward_launches_by_its_rule(plan, shape, launch, device, monkeypatch)
     check_op("rms_norm", *make_inputs("rms_norm", shape, torch.float16, device), plan=plan)
     kernels = {name: (grid, kwargs) for name, grid, kwargs in launches}
     grid, kwargs = kernels["_bwd_kernel"]
-    got = (kwargs["num_warps"], grid[0], kwargs["BLOCK"], kwargs["TAIL"], kwargs["PREFETCH"])
+    got = (kwargs["num_warps"], *grid, kwargs["BLOCK"], kwargs["TAIL"], kwargs["PREFETCH"])
     assert (*got, kwargs["maxnreg"]) == launch
     if plan == "auto":
         _, kwargs = kernels["_fwd_block_kernel"]
-        assert (kwargs["BLOCK"], kwargs["TAIL"]) == launch[2:4]
+        assert (kwargs["BLOCK"], kwargs["TAIL"]) == launch[3:5]
 
 
 @pytest.mark.parametrize(
