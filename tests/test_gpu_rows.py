@@ -108,17 +108,24 @@ def _row_states() -> list[torch.Tensor]:
 
 
 def test_cooperative_launches_of_several_program_counts_share_a_stream():
-    """Rows of 17, 16 and 32 programs in turn on one stream: each counts its own generations.
+    """Rows of three program counts in turn on one stream: each counts its own generations.
 
     Every counter ends a multiple of its program count (counter ``row * SMs +
-    programs - 1``, after the two word arrays); one counter for all program
-    counts would give a launch of 16 programs after one of 17 two generations
-    among its programs, whose tags would never all agree.
+    programs - 1``, after the two word arrays) and grows by exactly that a
+    launch; one counter for all program counts would give a launch of 8
+    programs after one of 9 two generations among its programs, whose tags
+    would never all agree.
     """
     xs = [
         torch.randn(shape, device="cuda", dtype=torch.float16)
         for shape in ((4, 32769), (4, 32768), (1, 65536))
     ]
+    counts = []
+    for x in xs:
+        per_program, n_splits = plans.split_segments(x.shape[-1], plans.choose_for(x))
+        assert softmax_ops._cooperative(x.shape[0], n_splits, per_program, x.device)
+        counts.append(n_splits)
+    assert len(set(counts)) == 3, counts
     want = [reference.softmax(x) for x in xs]
     for x in xs:
         kp.softmax(x)
@@ -133,9 +140,10 @@ def test_cooperative_launches_of_several_program_counts_share_a_stream():
     torch.cuda.synchronize()
     after = counters.view(sms, sms).cpu()
     assert not (after % torch.arange(1, sms + 1)).any()
-    added = after - before
-    assert added[:4, 16].tolist() == [5 * 17] * 4 and added[:4, 15].tolist() == [5 * 16] * 4
-    assert added[0, 31].item() == 5 * 32 and added.sum().item() == 5 * (4 * 17 + 4 * 16 + 32)
+    expected = torch.zeros(sms, sms, dtype=torch.int64)
+    for x, n in zip(xs, counts, strict=True):
+        expected[: x.shape[0], n - 1] += 5 * n
+    assert torch.equal(after - before, expected)
 
 
 def test_cooperative_launches_on_two_streams_at_once():
