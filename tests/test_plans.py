@@ -298,14 +298,14 @@ def test_plan_arithmetic_keeps_the_row_count_symbolic(plan):
 
 def test_auto_reads_its_constants_from_plan_rule(monkeypatch):
     """Fitting plan_rule changes auto's choices without touching plans.py."""
-    before = choose(4, 100_000, elem_bytes=2, sm_count=132)
+    before = choose(8, 100_000, elem_bytes=2, sm_count=132)
     assert (before.kind, before.block) == ("split", plan_rule.SPLIT_CHUNK)
     monkeypatch.setattr(plan_rule, "SPLIT_ROWS_PER_SM", 0)
     monkeypatch.setattr(plan_rule, "NARROW_MAX_BYTES", 200_000)
     monkeypatch.setattr(plan_rule, "NARROW_CHUNK", 2048)
     monkeypatch.setattr(plan_rule, "NARROW_WARPS", 16)
-    assert choose(4, 100_000, elem_bytes=2, sm_count=132) == RowPlan("looped", 2048, 16)
-    assert choose(4, 100_000, elem_bytes=4, sm_count=132).block == plan_rule.WIDE_CHUNK
+    assert choose(8, 100_000, elem_bytes=2, sm_count=132) == RowPlan("looped", 2048, 16)
+    assert choose(8, 100_000, elem_bytes=4, sm_count=132).block == plan_rule.WIDE_CHUNK
 
 
 def test_split_takes_the_cooperative_chunk_while_a_program_a_chunk_fits_the_sms(monkeypatch):
