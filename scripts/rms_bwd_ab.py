@@ -6,12 +6,12 @@ About a minute in one process; prints a table and writes nothing else::
 
 Times the backward launcher (``ops.rms_norm._backward``: ``dx`` and the weight
 gradient, float16) at the widths of the default suite with settings of
-``(BWD_WARPS_PER_SM, BWD_HEAVY_WARPS_PER_SM, BWD_DOT_STEP, BWD_CHUNK_SLICES)``:
+``(BWD_WARPS_PER_SM, BWD_HEAVY_WARPS_PER_SM, BWD_DOT_STEP, BWD_LIGHT_MAX_WARPS)``:
 the warps per SM of light and heavy programs
 (:func:`kernel_portfolio.ops.rms_norm._bwd_launch`; ``(0, 0)`` is two programs
 per SM whatever the width), the chunks a step of the looped and split plans'
-first pass (``_bwd_dot_kernel``) and whether those plans slice a row into
-single chunks (else the forward plan's slices). All run on the same inputs, visited
+first pass (``_bwd_dot_kernel``) and the most warps of a light program (more
+count as heavy: one resides an SM, with a register cap of 128). All run on the same inputs, visited
 in alternating order (six visits of twenty samples), each call with a cold L2
 and a device spin ahead of its start event. Each setting's ``dx`` and weight
 gradient are checked against the shipped setting's first. The share of copy
@@ -31,8 +31,8 @@ from ab_support import compare_settings, setup
 from kernel_portfolio import plans
 from kernel_portfolio.ops import rms_norm
 
-# (light warps per SM, heavy warps per SM, dot-kernel chunks a step, chunk slices)
-SETTINGS = ((32, 16, 2, True), (32, 16, 2, False), (32, 16, 1, True), (0, 0, 2, True))
+# (light warps per SM, heavy warps per SM, dot-kernel chunks a step, light program's most warps)
+SETTINGS = ((32, 16, 2, 8), (32, 16, 2, 32), (32, 16, 1, 8), (0, 0, 2, 8))
 SHAPES = (
     (32768, 1024),
     (16384, 2048),
@@ -44,24 +44,33 @@ SHAPES = (
     (64, 131072),  # split plans from here
     (132, 65536),
     (4, 32769),
+    (4, 32769, 2048, 8),  # the split plan in chunks of 2048 columns with 8 warps
+    (4, 32769, 4096, 16),  # ... of 4096 with 16: light under 16 warps, else heavy
 )
 
 
-def _set(setting: tuple[int, int, int, bool]) -> None:
+def _set(setting: tuple[int, int, int, int]) -> None:
     (
         rms_norm.BWD_WARPS_PER_SM,
         rms_norm.BWD_HEAVY_WARPS_PER_SM,
         rms_norm.BWD_DOT_STEP,
-        rms_norm.BWD_CHUNK_SLICES,
+        rms_norm.BWD_LIGHT_MAX_WARPS,
     ) = setting
 
 
-def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) -> None:
-    """Time every setting at ``m x n`` and print its rows; append each change to ``changes``."""
+def _measure(shape: tuple, shipped, flush, copy_gbps: float, changes: dict) -> None:
+    """Time every setting at ``shape`` and print its rows; append each change to ``changes``.
+
+    ``shape`` is ``(m, n)`` under ``auto``'s plan, or ``(m, n, block, warps)``
+    under that split plan.
+    """
+    m, n = shape[:2]
     h, dy = (torch.randn(m, n, device="cuda", dtype=torch.float16) for _ in range(2))
     w = torch.randn(n, device="cuda", dtype=torch.float16)
     rstd = torch.rsqrt(h.float().pow(2).mean(-1) + 1e-6)
     plan = plans.choose_for(h)
+    if len(shape) == 4:
+        plan = plans.RowPlan("split", shape[2], shape[3], plans.cdiv(n, shape[2]))
     dx, dw = torch.empty_like(h), torch.empty_like(w)
 
     def call():
@@ -74,7 +83,8 @@ def _measure(m: int, n: int, shipped, flush, copy_gbps: float, changes: dict) ->
         launch = rms_norm._bwd_launch(plan, n, h.element_size(), False)
         _set(shipped)
         pct = 100 * 3 * m * n * h.element_size() / median / 1e6 / copy_gbps
-        row = f"{plan.kind} {m}x{n:<17} {str(setting):>20} {launch.warps:>5} {launch.per_sm:>6}"
+        case = f"{plan.kind}-{plan.block} {m}x{n}"
+        row = f"{case:<28} {str(setting):>20} {launch.warps:>5} {launch.per_sm:>6}"
         row += f" {median * 1e3:>10.1f}"
         print(f"{row} {pct:>6.1f}% {diff:>9.2e}")
         changes[setting].append(median / timed[shipped][0] - 1)
@@ -86,14 +96,14 @@ def main() -> None:
         rms_norm.BWD_WARPS_PER_SM,
         rms_norm.BWD_HEAVY_WARPS_PER_SM,
         rms_norm.BWD_DOT_STEP,
-        rms_norm.BWD_CHUNK_SLICES,
+        rms_norm.BWD_LIGHT_MAX_WARPS,
     )
-    print(f"\nRMSNorm backward, (light, heavy) warps per SM, dot step, chunk slices ({shipped})")
+    print(f"\nRMSNorm backward, (light, heavy) warps per SM, dot step, light warps ({shipped})")
     head = f"{'case':<28} {'setting':>20} {'warps':>5} {'per SM':>6} {'median us':>10}"
     print(f"{head} {'% copy':>7} {'max diff':>9}")
     changes = {s: [] for s in SETTINGS}
-    for m, n in SHAPES:
-        _measure(m, n, shipped, flush, copy_gbps, changes)
+    for shape in SHAPES:
+        _measure(shape, shipped, flush, copy_gbps, changes)
         torch.cuda.empty_cache()
     mean = {s: 100 * statistics.mean(c) for s, c in changes.items()}
     best = min(SETTINGS, key=mean.get)

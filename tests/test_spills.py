@@ -25,22 +25,14 @@ ROW_OPS = ("softmax", "rms_norm", "residual_rms_norm", "row_sum")
 #: Hidden sizes of current models past the suite's widths, 4096 rows.
 MODEL_WIDTHS = (5120, 12288, 16384, 20000)
 #: Bytes spilled by ``(shape, dtype, launcher, kernel)``, as known (NOTES.md,
-#: v14 candidate, v27, v29-v31): the RMSNorm backward's block rows of 32
-#: columns a thread (with the weight loaded each row: 168 and 196 bytes held),
-#: and the split backward of four rows of 32769 columns, whose chunks the
-#: v29-v31 refit made 4096 columns with 16 warps (as before the v27 fit; 2048
-#: with 8 did not spill): 8 columns a thread count as light, and the cap that
-#: lets two such programs reside, 64 registers, is too few for them. A change
-#: either way fails, so the table stays the compiler's word.
+#: v14 candidate): the RMSNorm backward's block rows of 32 columns a thread
+#: (with the weight loaded each row: 168 and 196 bytes held). A change either
+#: way fails, so the table stays the compiler's word.
 KNOWN_SPILLS = {
     ("4096x12288", "float16", "residual bwd", "_bwd_kernel"): 80,
     ("4096x12288", "float16", "rms_norm bwd", "_bwd_kernel"): 48,
     ("4096x16384", "float16", "residual bwd", "_bwd_kernel"): 80,
     ("4096x16384", "float16", "rms_norm bwd", "_bwd_kernel"): 48,
-    ("4x32769", "bfloat16", "residual bwd", "_bwd_kernel"): 32,
-    ("4x32769", "bfloat16", "rms_norm bwd", "_bwd_kernel"): 8,
-    ("4x32769", "float16", "residual bwd", "_bwd_kernel"): 32,
-    ("4x32769", "float16", "rms_norm bwd", "_bwd_kernel"): 8,
 }
 
 
