@@ -6,12 +6,15 @@ About a minute in one process; prints a table and writes nothing else::
 
 Times the backward launcher (``ops.rms_norm._backward``: ``dx`` and the weight
 gradient, float16) at the widths of the default suite with settings of
-``(BWD_WARPS_PER_SM, BWD_HEAVY_WARPS_PER_SM, BWD_DOT_STEP, BWD_LIGHT_MAX_WARPS)``:
+``(BWD_WARPS_PER_SM, BWD_HEAVY_WARPS_PER_SM, BWD_DOT_STEP, BWD_LIGHT_MAX_WARPS)``
+and a split prefetch flag:
 the warps per SM of light and heavy programs
 (:func:`kernel_portfolio.ops.rms_norm._bwd_launch`; ``(0, 0)`` is two programs
 per SM whatever the width), the chunks a step of the looped and split plans'
 first pass (``_bwd_dot_kernel``) and the most warps of a light program (more
-count as heavy: one resides an SM, with a register cap of 128). All run on the same inputs, visited
+count as heavy: one resides an SM, with a register cap of 128), and whether
+a split plan's heavy programs prefetch their next row as the other plans'
+do within ``BWD_PREFETCH_BYTES`` (:func:`_split_prefetch`). All run on the same inputs, visited
 in alternating order (six visits of twenty samples), each call with a cold L2
 and a device spin ahead of its start event. Each setting's ``dx`` and weight
 gradient are checked against the shipped setting's first. The share of copy
@@ -31,8 +34,16 @@ from ab_support import compare_settings, setup
 from kernel_portfolio import plans
 from kernel_portfolio.ops import rms_norm
 
-# (light warps per SM, heavy warps per SM, dot-kernel chunks a step, light program's most warps)
-SETTINGS = ((32, 16, 2, 8), (32, 16, 2, 32), (32, 16, 1, 8), (0, 0, 2, 8))
+# (light warps per SM, heavy warps per SM, dot-kernel chunks a step, light program's most
+# warps, split prefetch)
+SETTINGS = (
+    (32, 16, 2, 8, False),
+    (32, 16, 2, 32, False),
+    (32, 16, 1, 8, False),
+    (0, 0, 2, 8, False),
+    (32, 16, 2, 8, True),
+)
+_LAUNCH = rms_norm._bwd_launch
 SHAPES = (
     (32768, 1024),
     (16384, 2048),
@@ -49,13 +60,28 @@ SHAPES = (
 )
 
 
-def _set(setting: tuple[int, int, int, int]) -> None:
+def _set(setting: tuple[int, int, int, int, bool]) -> None:
     (
         rms_norm.BWD_WARPS_PER_SM,
         rms_norm.BWD_HEAVY_WARPS_PER_SM,
         rms_norm.BWD_DOT_STEP,
         rms_norm.BWD_LIGHT_MAX_WARPS,
-    ) = setting
+    ) = setting[:4]
+    rms_norm._bwd_launch = _split_prefetch if setting[4] else _LAUNCH
+
+
+def _split_prefetch(plan, n_cols: int, elem_bytes: int, has_dh: bool) -> rms_norm.BwdLaunch:
+    """The shipped launch, but a split plan's heavy program prefetches within the bytes.
+
+    A heavy program resides alone on an SM with a cap of 128 registers either
+    way, so only ``prefetch`` changes; a light one would lose residency.
+    """
+    launch = _LAUNCH(plan, n_cols, elem_bytes, has_dh)
+    per_thread = (launch.block + launch.tail) / (32 * launch.warps)
+    light = per_thread <= rms_norm.BWD_LIGHT_ELEMS
+    heavy = not light or launch.warps > rms_norm.BWD_LIGHT_MAX_WARPS
+    fits = (2 + has_dh) * per_thread * elem_bytes <= rms_norm.BWD_PREFETCH_BYTES
+    return launch._replace(prefetch=True) if plan.kind == "split" and heavy and fits else launch
 
 
 def _measure(shape: tuple, shipped, flush, copy_gbps: float, changes: dict) -> None:
@@ -81,10 +107,11 @@ def _measure(shape: tuple, shipped, flush, copy_gbps: float, changes: dict) -> N
         median, diff = timed[setting]
         _set(setting)
         launch = rms_norm._bwd_launch(plan, n, h.element_size(), False)
+        prefetch = "p" if launch.prefetch else ""
         _set(shipped)
         pct = 100 * 3 * m * n * h.element_size() / median / 1e6 / copy_gbps
         case = f"{plan.kind}-{plan.block} {m}x{n}"
-        row = f"{case:<28} {str(setting):>20} {launch.warps:>5} {launch.per_sm:>6}"
+        row = f"{case:<28} {str(setting):>27} {launch.warps:>5} {launch.per_sm:>5}{prefetch:1}"
         row += f" {median * 1e3:>10.1f}"
         print(f"{row} {pct:>6.1f}% {diff:>9.2e}")
         changes[setting].append(median / timed[shipped][0] - 1)
@@ -97,9 +124,10 @@ def main() -> None:
         rms_norm.BWD_HEAVY_WARPS_PER_SM,
         rms_norm.BWD_DOT_STEP,
         rms_norm.BWD_LIGHT_MAX_WARPS,
+        False,
     )
     print(f"\nRMSNorm backward, (light, heavy) warps per SM, dot step, light warps ({shipped})")
-    head = f"{'case':<28} {'setting':>20} {'warps':>5} {'per SM':>6} {'median us':>10}"
+    head = f"{'case':<28} {'setting':>27} {'warps':>5} {'per SM':>6} {'median us':>10}"
     print(f"{head} {'% copy':>7} {'max diff':>9}")
     changes = {s: [] for s in SETTINGS}
     for shape in SHAPES:

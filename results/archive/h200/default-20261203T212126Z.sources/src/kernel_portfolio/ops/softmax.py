@@ -33,26 +33,33 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, per plan
 * ``split``: ``S`` programs share a row. A stats kernel writes each slice's
   ``(max, sum)``; a write kernel merges a row's ``S`` pairs, rereads its slice
   and writes it: ``3MNb`` plus ``8S(S + 1)`` bytes of float32 statistics per
-  row. Backward does the same with partial dot products: ``5MNb`` plus
-  ``4S(S + 1)`` per row.
+  row. When each slice is one chunk and the grid fits the SMs (few wide
+  rows; ``auto`` then picks chunks of ``plan_rule.COOP_CHUNK``), one launch
+  does both (:func:`_cooperative`): a program holds its slice in registers,
+  publishes its pair as two tagged 8-byte words and polls the row's others
+  until they carry its launch's tag, ``2MNb`` and one launch fewer.
+  The backward's two launches do the same with partial dot products:
+  ``5MNb`` plus ``4S(S + 1)`` per row.
 
 The online merge must not compute ``exp(-inf - (-inf))``: while every value
 seen so far is ``-inf`` (a masked prefix of the row), the running max is
 ``-inf``. The kernels then shift by 0 instead (:func:`_shift_for`), which
 makes ``exp(-inf - 0) = 0`` the right contribution.
 
-What is compiled, and what is not: ``BLOCK`` (register tile width),
-``TAIL`` (the block plan's second piece, or 0), ``VEC``
-(see :func:`kernel_portfolio.plans.vec_width`), ``MAX_SPLITS`` and the warp
-count are compile-time constants. The row count, row width, row strides and
-split sizes are runtime arguments that Triton is told not to specialise
+What is compiled, and what is not: ``BLOCK`` (register tile width), ``TAIL``
+(the block plan's second piece, or 0), ``VEC`` (see
+:func:`kernel_portfolio.plans.vec_width`), ``MAX_SPLITS`` and the warp count
+are compile-time constants. The row count, row width, row strides and split
+sizes are runtime arguments that Triton is told not to specialise
 (``do_not_specialize``), so a new batch size, or a new width with the same
-``BLOCK`` and ``TAIL``, reuses the compiled kernel; the mask ``cols < n_cols``
-handles the partial block, and ``VEC`` keeps its loads 16 bytes wide. Column
-strides keep Triton's default specialisation: a stride of 1 compiles to
-contiguous vector loads, any other stride to a strided variant. A prior
-project found runtime widths slow where a row does not fill its block; the
-specialisation case study measures this choice on the H200.
+``BLOCK`` and ``TAIL``, reuses the compiled kernel (a split plan has two
+forms, the cooperative one while its programs fit the SMs and the two launches
+past that: a batch size that crosses over compiles the other once); the mask
+``cols < n_cols`` handles the partial block, and ``VEC`` keeps its loads 16
+bytes wide. Column strides keep Triton's default specialisation: a stride of 1
+compiles to contiguous vector loads, any other stride to a strided variant. A
+prior project found runtime widths slow where a row does not fill its block;
+the specialisation case study measures this choice on the H200.
 
 One set of launchers, three routes to it
 (:func:`kernel_portfolio.contracts.eager_route`). In eager code the public
@@ -87,8 +94,10 @@ from kernel_portfolio.contracts import (
     direct_launches,
     direct_route,
     eager_route,
+    interpreter_enabled,
     launchable,
     scratch,
+    stream_buffer,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
@@ -107,6 +116,14 @@ _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: default, which the block and split plans keep): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
+#: Partial ``(max, sum)`` pairs a cooperative program merges at a time: a
+#: warp's width, so each group reduces inside a warp, with no shared memory.
+COOP_SLOTS = 32
+#: A cooperative word's tag is ``generation * COOP_TAG_COUNTS + programs``
+#: (:func:`_fwd_split_coop_kernel`): program counts below it, generations
+#: counted modulo ``COOP_GENERATIONS``, so a tag fits the word's high 32 bits.
+COOP_TAG_COUNTS = tl.constexpr(1024)
+COOP_GENERATIONS = tl.constexpr(2**21)
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -355,6 +372,117 @@ def _fwd_split_write_kernel(
     _write_probs(x_row, stride_xn, y_row, m, s, col0, chunks_per_split, n_cols, BLOCK, "")
 
 
+@triton.jit
+def _tagged(value, tag):
+    """One 8-byte word: ``value``'s float32 bits in the low half, ``tag`` in the high half."""
+    bits = value.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+    return (tag.to(tl.int64) << 32) | bits
+
+
+@triton.jit
+def _untagged(word):
+    """The float32 in the low half of :func:`_tagged`'s words."""
+    return word.to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _poll_tagged(ptr, slots, in_row, tag):
+    """The words at ``ptr + slots``, read again until every one in the row carries ``tag``.
+
+    Volatile loads, so each read comes from the L2, where the other
+    programs' stores land, never from a stale L1 line. A word is stored
+    whole (one 8-byte store), so a word that carries the tag holds its
+    program's value too: no fence and no second trip.
+    """
+    word = tl.load(ptr + slots, mask=in_row, other=0, volatile=True)
+    stale = tl.sum((((word >> 32) != tag) & in_row).to(tl.int32), 0)
+    while stale > 0:
+        word = tl.load(ptr + slots, mask=in_row, other=0, volatile=True)
+        stale = tl.sum((((word >> 32) != tag) & in_row).to(tl.int32), 0)
+    return word
+
+
+@triton.jit(do_not_specialize=[*_RUNTIME_ARGS, "n_counters"])
+def _fwd_split_coop_kernel(
+    x_ptr,
+    y_ptr,
+    state_ptr,
+    n_counters,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_ym,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    SLOTS: tl.constexpr,
+):
+    """Split plan, forward, in one launch: program (row, k) holds chunk k of the row.
+
+    It publishes its chunk's ``(m_k, s_k)`` with ``e = exp(x - m_k)``, reads
+    the row's other pairs as they arrive, ``SLOTS`` at a time, merges them
+    online into ``(m, s)`` and writes ``e * (exp(m_k - m) / s)`` from
+    registers: one ``exp`` an element and no division, where the two
+    launches' write kernel rereads ``x`` and computes ``exp(x - m) / s`` (so
+    the last bit may differ between the two).
+
+    ``state_ptr`` is the stream's buffer (:func:`_launch_forward`): the row
+    maxima words at ``[0, n_counters)``, the row sums' at ``[n_counters,
+    2 n_counters)``, then an int64 counter for each row and program count
+    (``row * n_counters + programs - 1``). Every launch adds exactly its
+    program count to its rows' counters, so a program's ticket, drawn at its
+    start, numbers its launch among that counter's (its generation). A
+    program stores its max and its sum as words tagged with that generation
+    and the program count (:func:`_tagged`); the others poll until the row's
+    words carry their tag (:func:`_poll_tagged`). A word at slot ``row *
+    programs + k`` from another program count carries another count; from
+    the same count, it was the same row's, of the previous generation (every
+    launch writes all its row's slots). The buffer starts zeroed, and a tag
+    is never 0. Every program of the launch must be resident at once, or the
+    first ones would wait for ever: see :func:`_cooperative`.
+    """
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    max_ptr = state_ptr
+    sum_ptr = state_ptr + n_counters
+    count_ptr = state_ptr + 2 * n_counters + row * n_counters + n_splits - 1
+    # Relaxed: only the count matters, and it comes back while the chunk loads.
+    ticket = tl.atomic_add(count_ptr, 1, sem="relaxed", scope="gpu")
+    cols = k * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(
+        x_ptr + row * stride_xm + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")
+    )
+    x = x.to(tl.float32)
+    m_k = tl.max(x, 0)
+    e = tl.exp(x - _shift_for(m_k))  # 0 where x = -inf, masked lanes too
+    generation = (ticket // n_splits) % COOP_GENERATIONS
+    tag = generation * COOP_TAG_COUNTS + n_splits
+    slot = row * n_splits + k
+    tl.store(max_ptr + slot, _tagged(m_k, tag))
+    tl.store(sum_ptr + slot, _tagged(tl.sum(e, 0), tag))
+    # The row's pairs, SLOTS at a time (a warp's reduction each), merged online.
+    m = float("-inf")
+    s = 0.0
+    for first in range(0, n_splits, SLOTS):
+        slots = row * n_splits + first + tl.arange(0, SLOTS)
+        in_row = first + tl.arange(0, SLOTS) < n_splits
+        part_max = _untagged(_poll_tagged(max_ptr, slots, in_row, tag))
+        part_sum = _untagged(_poll_tagged(sum_ptr, slots, in_row, tag))
+        part_max = tl.where(in_row, part_max, float("-inf"))
+        part_sum = tl.where(in_row, part_sum, 0.0)
+        m_new = tl.maximum(m, tl.max(part_max, 0))
+        shift = _shift_for(m_new)
+        s = s * tl.exp(m - shift) + tl.sum(part_sum * tl.exp(part_max - shift), 0)
+        m = m_new
+    # m = -inf only when the whole row is (s = 0): the scale is NaN, as the answer.
+    scale = tl.exp(m_k - m) / s
+    tl.store(y_ptr + row * stride_ym + cols, (e * scale).to(y_ptr.dtype.element_ty), mask=mask)
+
+
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _bwd_block_kernel(
     y_ptr,
@@ -506,6 +634,28 @@ def _bwd_split_write_kernel(
 # ---------------------------------------------------------------------------
 
 
+def _cooperative(n_rows: int, n_splits: int, chunks_per_split: int, device: torch.device) -> bool:
+    """Whether a split forward runs as one launch of programs that wait for each other.
+
+    Each program must hold its slice in registers (one chunk), and every
+    program must be resident at once: at most one a streaming multiprocessor,
+    which any kernel gets, so a grid no larger than the SM count can wait
+    without deadlock even when other work holds the GPU. Only for compiled
+    kernels on real tensors: the interpreter runs programs one after
+    another (the first would wait for ever), and a traced launch
+    (``torch.compile``, dispatch modes: :func:`eager_route` is False) cannot
+    carry the per-stream state. A program count must also fit the words'
+    tags (``COOP_TAG_COUNTS``). Otherwise the two launches of the split plan.
+    """
+    return (
+        chunks_per_split == 1
+        and n_splits < COOP_TAG_COUNTS.value
+        and n_rows * n_splits <= plans.sm_count(device)
+        and not interpreter_enabled()
+        and eager_route()
+    )
+
+
 def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> None:
     """Write the softmax of ``x``'s rows (its last dimension) into ``y``.
 
@@ -549,9 +699,27 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
             )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
+        grid = (n_rows, n_splits)
+        if _cooperative(n_rows, n_splits, chunks_per_split, x.device):
+            # Words for every program of the grid, and a counter a row and program
+            # count: all three at most the SM count.
+            sms = plans.sm_count(x.device)
+            state = stream_buffer("softmax row state", (2 + sms) * sms, torch.int64, x.device)
+            launchable(_fwd_split_coop_kernel)[grid](
+                x2,
+                y,
+                state,
+                sms,
+                n_cols,
+                stride_xm,
+                stride_xn,
+                n_cols,
+                SLOTS=COOP_SLOTS,
+                **consts,
+            )
+            return
         part_max = scratch((n_rows, n_splits), torch.float32, x.device)
         part_sum = scratch((n_rows, n_splits), torch.float32, x.device)
-        grid = (n_rows, n_splits)
         launchable(_fwd_split_stats_kernel)[grid](
             x2, part_max, part_sum, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
         )
@@ -601,7 +769,7 @@ def _launch_backward(
             launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
-        part_dot = torch.empty((n_rows, n_splits), dtype=torch.float32, device=y.device)
+        part_dot = scratch((n_rows, n_splits), torch.float32, y.device)
         grid = (n_rows, n_splits)
         launchable(_bwd_split_dot_kernel)[grid](
             y2, dy2, part_dot, n_cols, *strides, chunks_per_split, **consts
@@ -639,6 +807,18 @@ def _backward_rows(y: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan) -> to
     return dx
 
 
+def _forward_direct(x: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """:func:`_forward` launching straight: the direct route, and the Function's forward."""
+    with direct_launches():
+        return _forward(x, plan)
+
+
+def _backward_direct(y: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """:func:`_backward_rows` launching straight: the Function's backward."""
+    with direct_launches():
+        return _backward_rows(y, dy, plan)
+
+
 @triton_op("kp::softmax", mutates_args=())
 def _softmax_op(
     x: torch.Tensor, kind: str, block: int, num_warps: int, splits: int
@@ -673,14 +853,18 @@ _softmax_op.register_autograd(_backward, setup_context=_setup_context)
 # ---------------------------------------------------------------------------
 
 
+#: The Function's forward and backward launches, recorded per signature and replayed.
+_FORWARD_REPLAYS = Replays()
+_BACKWARD_REPLAYS = Replays()
+
+
 class _Softmax(torch.autograd.Function):
     """``softmax`` on the eager route: saves ``y`` and the plan, as ``kp::softmax`` does."""
 
     @staticmethod
     def forward(ctx, x, plan):
         plan = plans.choose_for(x, plan)
-        with direct_launches():
-            y = _forward(x, plan)
+        y = _FORWARD_REPLAYS.call(_forward_direct, (x,), (plan,))
         ctx.save_for_backward(y)
         ctx.plan = plan
         return y
@@ -690,8 +874,7 @@ class _Softmax(torch.autograd.Function):
     def backward(ctx, dy):
         (y,) = ctx.saved_tensors
         if eager_route():
-            with direct_launches():
-                return _backward_rows(y, dy, ctx.plan), None
+            return _BACKWARD_REPLAYS.call(_backward_direct, (y, dy), (ctx.plan,)), None
         # A backward replayed under a dispatch mode (compiled autograd).
         return torch.ops.kp.softmax_backward(y, dy, *plans.to_op_args(ctx.plan)), None
 
@@ -759,8 +942,7 @@ def _softmax(x: torch.Tensor, dim: int, plan: str | plans.RowPlan) -> torch.Tens
     last = dim == max(x.ndim - 1, 0)
     rows = x.reshape(1) if x.ndim == 0 else x if last else x.movedim(dim, -1)
     if direct_route(x):
-        with direct_launches():
-            y = _forward(rows, plans.choose_for(rows, plan))
+        y = _forward_direct(rows, plans.choose_for(rows, plan))
     elif eager_route():
         y = _Softmax.apply(rows, plan)
     else:

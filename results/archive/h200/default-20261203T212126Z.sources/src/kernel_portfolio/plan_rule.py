@@ -27,8 +27,14 @@ from __future__ import annotations
 SPLIT_ROWS_PER_SM = 0.5
 SPLIT_MIN_BYTES = 32 * 1024
 #: Chunk width (elements) and warps of a ``split`` plan.
-SPLIT_CHUNK = 4096
+SPLIT_CHUNK = 8192
 SPLIT_WARPS: int | None = 16
+#: ... unless a program a ``COOP_CHUNK`` chunk over all rows fits the SMs
+#: (``n_rows * ceil(n_cols / COOP_CHUNK) <= sm_count``; 0: never): then chunks
+#: of ``COOP_CHUNK`` with ``COOP_WARPS``, one a program, which the softmax
+#: forward runs as one cooperative launch (``softmax._cooperative``).
+COOP_CHUNK = 4096
+COOP_WARPS: int | None = 16
 #: Else ``block`` (one program holds the row in registers) when the row's
 #: power-of-two width times ``elem_bytes`` is at most ``MAX_BLOCK_BYTES``:
 #: 16384 half-precision elements.
@@ -51,7 +57,7 @@ PIECE_TAIL_DIVISOR = 512
 #: Else ``looped``: rows of at most ``NARROW_MAX_BYTES`` take the narrow chunk
 #: and warps, wider rows the wide ones (0: every row is wide).
 NARROW_MAX_BYTES = 32769 * 2
-NARROW_CHUNK = 8192
-NARROW_WARPS: int | None = 8
+NARROW_CHUNK = 4096
+NARROW_WARPS: int | None = 16
 WIDE_CHUNK = 16384
 WIDE_WARPS: int | None = 16

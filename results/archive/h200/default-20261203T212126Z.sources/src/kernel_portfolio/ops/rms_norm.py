@@ -620,8 +620,14 @@ def _bwd_dot_kernel(
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    STEP: tl.constexpr,
 ):
-    """Looped/split backward, kernel 1: program ``(row, s)`` sums ``g * h`` over slice ``s``."""
+    """Looped/split backward, kernel 1: program ``(row, s)`` sums ``g * h`` over slice ``s``.
+
+    ``STEP`` chunks a step (:data:`BWD_DOT_STEP`): their loads do not wait on
+    one another's products. A chunk past the slice's end is masked by a bound
+    uniform over the chunk, so the loads stay 16-byte vectors.
+    """
     n_cols = n_cols // VEC * VEC
     stride_dym = stride_dym // VEC * VEC
     stride_hm = stride_hm // VEC * VEC
@@ -630,14 +636,15 @@ def _bwd_dot_kernel(
     h_row = h_ptr + row64 * stride_hm
     start, end = _slice(chunks_per_split, n_cols, BLOCK)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for c0 in range(start, end, BLOCK):
-        cols = c0 + tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        dy, h = _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn)
-        dy, h = dy.to(tl.float32), h.to(tl.float32)
-        if HAS_WEIGHT:
-            dy = dy * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        acc += dy * h
+    for c0 in range(start, end, BLOCK * STEP):
+        for u in tl.static_range(STEP):
+            cols = c0 + u * BLOCK + tl.arange(0, BLOCK)
+            mask = (cols < n_cols) & (c0 + u * BLOCK < end)
+            dy, h = _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn)
+            dy, h = dy.to(tl.float32), h.to(tl.float32)
+            if HAS_WEIGHT:
+                dy = dy * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            acc += dy * h
     tl.store(dot_ptr + row64 * tl.num_programs(1) + tl.program_id(1), tl.sum(acc, axis=0))
 
 
@@ -849,6 +856,19 @@ BWD_CHUNK_ELEMS = 16
 #: every row, from cache. On sm_90 (``ptxas -v``) 4096x12288 float16 then
 #: spills 48 bytes a thread instead of 168 (80 instead of 196 with ``dh``).
 BWD_WEIGHT_HELD_ELEMS = 16
+#: Whether a looped or split backward slices its rows into single chunks
+#: (``launch.block`` columns; up to the launch's programs and
+#: ``plans.MAX_SPLITS``) instead of the forward plan's slices. A program owns
+#: a slice of every ``P``-th row and writes one float32 partial ``dweight`` row
+#: for it, so with ``S`` slices a row there are ``P = programs / S`` partial
+#: rows: with the forward's slices (one or a few a row) 64x131072 took 64
+#: partial rows, as many bytes as ``dy``, written and read again.
+BWD_CHUNK_SLICES = True
+#: Chunks a step of the looped and split backward's first pass
+#: (``_bwd_dot_kernel``'s ``STEP``): two in flight a program where one would
+#: leave a split program a memory latency a chunk, as the row sum's split
+#: plan did (``results/h200/checks/revision-ab-row-sum-20261203T1653Z.log``).
+BWD_DOT_STEP = 2
 #: Elements per tile of the ``dweight`` reduction, and its warps.
 REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
@@ -1038,7 +1058,12 @@ def _backward(
         chunks_per_split *= plan.block // launch.block
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= n_cols
     sms = plans.sm_count(h.device)
-    n_parts = min(n_rows, max(1, plans.cdiv(launch.per_sm * sms, n_split)))
+    programs = launch.per_sm * sms
+    if plan.kind != "block" and BWD_CHUNK_SLICES:
+        n_chunks = plans.cdiv(n_cols, launch.block)
+        chunks_per_split = plans.cdiv(n_chunks, min(n_chunks, programs, plans.MAX_SPLITS))
+        n_split = plans.cdiv(n_chunks, chunks_per_split)
+    n_parts = min(n_rows, max(1, plans.cdiv(programs, n_split)))
     dw_part = scratch((n_parts, n_cols), torch.float32, h.device) if dw is not None else rstd
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
     vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
@@ -1050,7 +1075,7 @@ def _backward(
         else:
             dot = scratch((n_rows, n_split), torch.float32, h.device)
             launchable(_bwd_dot_kernel)[(n_rows, n_split)](
-                dy, h, w, dot, n_cols, chunks_per_split, *strides, **consts
+                dy, h, w, dot, n_cols, chunks_per_split, *strides, STEP=BWD_DOT_STEP, **consts
             )
         launchable(_bwd_kernel)[(n_parts, n_split)](
             dy,

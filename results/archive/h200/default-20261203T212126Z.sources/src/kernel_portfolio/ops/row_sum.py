@@ -21,8 +21,18 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
   ``BLOCK``-wide float32 accumulator that is reduced once at the end: the same
   ``MNb + M b_out``, since a sum needs no second pass.
 * ``split``: ``S`` programs share a row and each writes a float32 partial sum;
-  a second kernel adds a row's ``S`` partials and writes the result:
-  ``MNb + 8MS + M b_out``.
+  the row's last program to finish (a counter a row, kept per stream by
+  :func:`kernel_portfolio.contracts.stream_buffer` and back at 0 after each
+  launch) adds the row's ``S`` partials in slot order and writes the result,
+  in the same launch: ``MNb + 8MS + M b_out``. No program waits for
+  another, so unlike the softmax's cooperative launch any grid is safe.
+  Traced launches (``torch.compile``, dispatch modes), which cannot keep
+  state between calls, take zeroed counters of their own each call. A split
+  program loads two chunks a step: with
+  about two programs an SM (:func:`kernel_portfolio.plans.split_count`), one
+  chunk a step left each SM a chunk or two in flight and paid a memory
+  latency a chunk. A looped program keeps one chunk a step: its chunks are
+  twice as wide and its rows many, and two of them would spill.
 
 The public function reaches the launcher by one of three routes, as in
 :mod:`kernel_portfolio.ops.softmax` (:func:`kernel_portfolio.contracts.eager_route`):
@@ -67,6 +77,7 @@ from kernel_portfolio.contracts import (
     eager_route,
     launchable,
     scratch,
+    stream_buffer,
 )
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
@@ -90,19 +101,31 @@ TILE_WARPS = 16
 
 @triton.jit
 def _chunked_sum(
-    x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr, EVICT: tl.constexpr
+    x_row,
+    stride_xn,
+    col0,
+    n_chunks,
+    n_cols,
+    BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
+    STEP: tl.constexpr,
 ):
-    """Float32 sum of ``n_chunks`` ``BLOCK``-wide chunks of a row from ``col0``."""
+    """Float32 sum of ``n_chunks`` ``BLOCK``-wide chunks of a row from ``col0``.
+
+    ``STEP`` chunks a step: their loads do not wait on one another's adds, so
+    a program has ``STEP`` chunks in flight (see the module docstring).
+    """
     acc = tl.zeros((BLOCK,), tl.float32)
-    for c in range(n_chunks):
-        cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(
-            x_row + cols.to(tl.int64) * stride_xn,
-            mask=cols < n_cols,
-            other=0.0,
-            eviction_policy=EVICT,
-        )
-        acc += x.to(tl.float32)
+    for c in range(0, n_chunks, STEP):
+        for u in tl.static_range(STEP):
+            cols = col0 + (c + u) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(
+                x_row + cols.to(tl.int64) * stride_xn,
+                mask=(cols < n_cols) & (c + u < n_chunks),
+                other=0.0,
+                eviction_policy=EVICT,
+            )
+            acc += x.to(tl.float32)
     return tl.sum(acc, 0)
 
 
@@ -176,14 +199,16 @@ def _looped_kernel(
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         x_row = x_ptr + row64 * stride_xm
-        total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK, EVICT)
+        total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK, EVICT, 1)
         tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
-def _split_partial_kernel(
+def _split_kernel(
     x_ptr,
+    out_ptr,
     partial_ptr,
+    count_ptr,
     n_cols,
     stride_xm,
     stride_xn,
@@ -191,25 +216,38 @@ def _split_partial_kernel(
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
     EVICT: tl.constexpr,
+    MAX_SPLITS: tl.constexpr,
 ):
-    """Split plan, kernel 1: program (row, k) writes the float32 sum of its slice."""
+    """Split plan: program (row, k) sums its slice; the row's last to finish writes the row.
+
+    Each program writes its float32 partial sum and counts itself in on the
+    row's counter (``count_ptr[row]``, 0 between launches): its store is
+    released with its count, and the program that counts last acquires the
+    others', adds the row's partials in slot order, writes the sum and sets
+    the counter back to 0. No program waits for another, so any grid is safe.
+    """
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
     row = tl.program_id(0).to(tl.int64)
     k = tl.program_id(1)
+    n_splits = tl.num_programs(1)
     col0 = k * chunks_per_split * BLOCK
     x_row = x_ptr + row * stride_xm
-    total = _chunked_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK, EVICT)
-    tl.store(partial_ptr + row * tl.num_programs(1) + k, total)
-
-
-@triton.jit(do_not_specialize=["n_splits"])
-def _split_merge_kernel(partial_ptr, out_ptr, n_splits, MAX_SPLITS: tl.constexpr):
-    """Split plan, kernel 2: add a row's partial sums and write the result."""
-    row = tl.program_id(0).to(tl.int64)
-    slots = tl.arange(0, MAX_SPLITS)
-    parts = tl.load(partial_ptr + row * n_splits + slots, mask=slots < n_splits, other=0.0)
-    tl.store(out_ptr + row, tl.sum(parts, 0).to(out_ptr.dtype.element_ty))
+    total = _chunked_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK, EVICT, 2)
+    tl.store(partial_ptr + row * n_splits + k, total)
+    tl.debug_barrier()  # the program's store before its count
+    arrived = tl.atomic_add(count_ptr + row, 1, sem="acq_rel", scope="gpu")
+    if arrived == n_splits - 1:
+        slots = tl.arange(0, MAX_SPLITS)
+        # .cg: from the L2, where the other programs' stores are, never a stale L1 line.
+        parts = tl.load(
+            partial_ptr + row * n_splits + slots,
+            mask=slots < n_splits,
+            other=0.0,
+            cache_modifier=".cg",
+        )
+        tl.store(out_ptr + row, tl.sum(parts, 0).to(out_ptr.dtype.element_ty))
+        tl.atomic_xchg(count_ptr + row, 0, sem="relaxed", scope="gpu")
 
 
 # ---------------------------------------------------------------------------
@@ -270,11 +308,21 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         partial = scratch((n_rows, n_splits), torch.float32, x.device)
-        launchable(_split_partial_kernel)[(n_rows, n_splits)](
-            x2, partial, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
-        )
-        launchable(_split_merge_kernel)[(n_rows,)](
-            partial, out, n_splits, MAX_SPLITS=plans.MAX_SPLITS
+        if eager_route():
+            counts = stream_buffer("row sum counters", n_rows, torch.int32, x.device)
+        else:  # a traced launch, which cannot carry state between calls
+            counts = torch.zeros(n_rows, dtype=torch.int32, device=x.device)
+        launchable(_split_kernel)[(n_rows, n_splits)](
+            x2,
+            out,
+            partial,
+            counts,
+            n_cols,
+            stride_xm,
+            stride_xn,
+            chunks_per_split,
+            MAX_SPLITS=plans.MAX_SPLITS,
+            **consts,
         )
 
 

@@ -214,8 +214,10 @@ def launchable(kernel: Callable) -> Callable:
     return kernel if launches is None else _Recorder(kernel, launches)
 
 
-#: What the call :class:`Replays` is recording on this thread has launched (``launches``)
-#: and allocated as scratch (``scratch``, see :func:`scratch`).
+#: What the call :class:`Replays` is recording on this thread has launched (``launches``),
+#: allocated as scratch (``scratch``, see :func:`scratch`), looked up as stream buffers
+#: (``buffers``, see :func:`stream_buffer`) and whether its body refused a replay
+#: (``refused``, see :func:`not_replayable`).
 _RECORDING = threading.local()
 #: Input signatures a :class:`Replays` memo holds before it starts afresh.
 REPLAY_MEMO_SIZE = 1024
@@ -223,6 +225,8 @@ REPLAY_MEMO_SIZE = 1024
 _NOT_REPLAYABLE = object()
 #: Kernels a replay can repeat: plain ``triton.jit`` functions (interpreted, in CPU tests).
 _PLAIN_KERNELS = (JITFunction, InterpretedFunction)
+#: The buffers :func:`stream_buffer` has made, by name, device index and stream.
+_STREAM_BUFFERS: dict = {}
 #: Tensor types a replay accepts as inputs (subclasses with their own dispatch are not).
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
@@ -263,14 +267,20 @@ class Replays:
     recorded: the same kernels with the same arguments, so the same bits.
 
     Working memory allocated with :func:`scratch` is allocated anew for each
-    replay. A call is not replayed (its body runs every time) when a launch
-    reads other memory that is neither an input nor an output (a copy of an
-    input with strides no kernel reads in place), when two inputs share their
-    first byte, when an output is not a whole allocation of its own, or when a
-    kernel is not a plain ``triton.jit`` function. A body may only allocate
-    its outputs and scratch and launch kernels that write them: work done
-    outside the launches (a ``zero_``, a copy into an output) would not be
-    repeated.
+    replay, and is a slot too: a tensor argument maps to an input, an output
+    or a scratch buffer. A call is not replayed (its body runs every time)
+    when a launch reads other memory (a copy of an input with strides no
+    kernel reads in place), when two inputs share their first byte, when an
+    output is not a whole allocation of its own, or when a kernel is not a
+    plain ``triton.jit`` function. A body may only allocate its outputs and
+    scratch and launch kernels that write them: work done outside the
+    launches (a ``zero_``, a copy into an output) would not be repeated, so a
+    body that does such work calls :func:`not_replayable` first.
+
+    Each public forward has one for its direct route, and each eager autograd
+    Function one for its forward and one for its backward: there autograd has
+    switched gradient recording off, so the launches inside are the direct
+    route's, and only the Function's own host cost is left.
     """
 
     def __init__(self) -> None:
@@ -316,12 +326,53 @@ def record(body: Callable, tensors: Sequence, params: tuple) -> tuple:
     """``(body(*tensors, *params), its replay or None)``: the call, with its launches noted."""
     launches: list = []
     scratches: list = []
-    _RECORDING.launches, _RECORDING.scratch = launches, scratches
+    buffers: list = []
+    _RECORDING.launches, _RECORDING.scratch, _RECORDING.buffers = launches, scratches, buffers
+    _RECORDING.refused = False
     try:
         out = body(*tensors, *params)
+        refused = _RECORDING.refused
     finally:
-        _RECORDING.launches = _RECORDING.scratch = None
-    return out, _Replay.build(launches, tensors, out, scratches)
+        _RECORDING.launches = _RECORDING.scratch = _RECORDING.buffers = None
+    if refused:
+        return out, None
+    return out, _Replay.build(launches, tensors, out, scratches, buffers)
+
+
+def not_replayable() -> None:
+    """Mark the call :class:`Replays` is recording (if any) as one whose body must run every time.
+
+    For a body that does work outside its launches (filling an output when
+    there is nothing to launch): a replay would only allocate.
+    """
+    if getattr(_RECORDING, "launches", None) is not None:
+        _RECORDING.refused = True
+
+
+def stream_buffer(name: str, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A zeroed buffer kept for the process, one per ``name``, device and current stream.
+
+    For kernels that keep state across their own launches: the cooperative
+    split softmax's tagged words and row counters (each launch adds its
+    program count to its rows' counters), and the split row sum's counters,
+    which each launch leaves at 0. Launches on one stream run one
+    after another, so they may share the buffer; launches on two streams may
+    overlap, so each stream has its own. A call :class:`Replays` records notes
+    the buffer, and its replays look it up again for the stream they run on.
+    CPU tensors (the interpreter, which runs launches in turn) share one.
+    """
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        key = (name, index, driver.active.get_current_stream(index))
+    else:
+        key = (name, device.type, None)
+    buffer = _STREAM_BUFFERS.get(key)
+    if buffer is None or buffer.numel() < numel or buffer.dtype != dtype:
+        buffer = _STREAM_BUFFERS[key] = torch.zeros(numel, dtype=dtype, device=device)
+    noted = getattr(_RECORDING, "buffers", None)
+    if noted is not None:
+        noted.append((buffer, (name, numel, dtype, device)))
+    return buffer
 
 
 def scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -370,18 +421,22 @@ def _extent(t: torch.Tensor) -> int:
 class _Replay:
     """The launches of one recorded call, ready to repeat with new tensors."""
 
-    __slots__ = ("allocations", "device", "n_outputs", "single", "steps")
+    __slots__ = ("allocations", "buffers", "device", "n_outputs", "single", "steps")
 
-    def __init__(self, device, allocations, n_outputs, single, steps) -> None:
+    def __init__(self, device, allocations, buffers, n_outputs, single, steps) -> None:
         self.device = device
         #: ``(shape, strides, dtype)`` of each output, then of each scratch buffer.
         self.allocations = allocations
+        #: :func:`stream_buffer`'s arguments for each buffer the call looked up.
+        self.buffers = buffers
         self.n_outputs = n_outputs
         self.single = single
         self.steps = steps
 
     @classmethod
-    def build(cls, launches: list, tensors: Sequence, out, scratches: Sequence) -> _Replay | None:
+    def build(
+        cls, launches: list, tensors: Sequence, out, scratches: Sequence, buffers: Sequence = ()
+    ) -> _Replay | None:
         """The replay of a call that launched ``launches`` and returned ``out``, if it has one."""
         single = isinstance(out, torch.Tensor)
         outs = (out,) if single else out
@@ -401,6 +456,8 @@ class _Replay:
             if o.data_ptr() in slot_of or not whole:
                 return None
             slot_of[o.data_ptr()] = len(tensors) + j
+        for j, (buffer, _) in enumerate(buffers):
+            slot_of.setdefault(buffer.data_ptr(), len(tensors) + len(fresh) + j)
         steps = []
         for kernel, compiled, grid, args, kwargs in launches:
             if type(kernel) not in _PLAIN_KERNELS or not isinstance(grid, tuple):
@@ -421,7 +478,8 @@ class _Replay:
             steps.append((compiled, grid, grid3, values, tuple(tensor_slots)))
         device = outs[0].device if outs else None
         shapes = tuple((tuple(o.shape), o.stride(), o.dtype) for o in fresh)
-        return cls(device, shapes, len(outs), single, tuple(steps))
+        lookups = tuple(args for _, args in buffers)
+        return cls(device, shapes, lookups, len(outs), single, tuple(steps))
 
     def __call__(self, tensors: Sequence):
         fresh = tuple(
@@ -429,7 +487,7 @@ class _Replay:
             for shape, stride, dtype in self.allocations
         )
         if self.steps:
-            slots = (*tensors, *fresh)
+            slots = (*tensors, *fresh, *(stream_buffer(*args) for args in self.buffers))
             stream = driver.active.get_current_stream(self.device.index)
             enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
             for compiled, grid, (g0, g1, g2), values, tensor_slots in self.steps:

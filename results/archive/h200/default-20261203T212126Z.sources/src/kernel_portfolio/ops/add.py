@@ -16,8 +16,10 @@ Two kernels, chosen by the launcher:
   common case: all contiguous). A 1-D walk over the storage; each program
   owns ``BLOCK`` consecutive elements, full blocks load and store without a
   mask so they compile to 16-byte vector accesses, and only the last block is
-  masked. ``n_elements`` is not specialised (``do_not_specialize``), so a new
-  size never compiles a new kernel.
+  masked. Two piece sizes: 16 KiB an operand, or 1 KiB where 16 KiB pieces
+  would not give half the SMs a program (below about 1 MiB an operand on an
+  H200). ``n_elements`` is not specialised (``do_not_specialize``), so a new
+  size compiles nothing new once each piece size has run.
 * ``_add_strided_kernel``: anything else (broadcasting, transposed or sliced
   views). The launcher views every operand in the output shape (broadcast
   dimensions get stride 0, no copy), merges dimensions that are contiguous in
@@ -31,8 +33,9 @@ Every offset is computed in int64, so tensors past 2^31 elements are fine.
 Specialisation: sizes that change with the batch (``n_elements``; the
 strided kernel's row count and outer sizes) are runtime arguments excluded
 from Triton's integer specialisation, so a new batch size compiles nothing
-new, and under ``torch.compile`` with dynamic shapes it adds no guard beyond
-the layout checks. The strided kernel's column count and strides stay
+new (past the flat kernel's two piece sizes), and under ``torch.compile``
+with dynamic shapes it adds no guard beyond the layout checks and the flat
+kernel's piece-size bound. The strided kernel's column count and strides stay
 specialised: a unit stride known at compile time is what makes its loads
 16-byte vectors.
 
@@ -148,6 +151,16 @@ def _add_strided_kernel(
 #: fitted by a committed sweep.
 FLAT_BYTES_PER_PROGRAM = 16384
 FLAT_NUM_WARPS = 8
+#: Where those pieces would leave most SMs idle (fewer programs than half the
+#: SMs), the flat kernel takes 1 KiB pieces over 2 warps instead: one 16-byte
+#: vector per thread and operand, so each SM holds as many bytes in flight as
+#: before (sixteen such programs against one large one) and every SM takes a
+#: share. On the H200 (``scripts/add_pieces_ab.py``,
+#: ``results/h200/checks/add-pieces-ab-20261203T1652Z.log``, graph replay) the
+#: small pieces were 8-56% faster at 4096 to 262144 elements (up to 64 large
+#: pieces) and 5-7% slower at 1048576 half-precision elements (128).
+FLAT_SMALL_BYTES_PER_PROGRAM = 1024
+FLAT_SMALL_NUM_WARPS = 2
 #: Elements in one tile of the strided kernel (rows x columns), and its warps.
 STRIDED_TILE = 4096
 STRIDED_NUM_WARPS = 4
@@ -202,9 +215,11 @@ def _merge_dims(shape, *strides):
 
 def _launch_flat(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
     n = out.numel()
-    block = FLAT_BYTES_PER_PROGRAM // out.element_size()
+    block, warps = FLAT_BYTES_PER_PROGRAM // out.element_size(), FLAT_NUM_WARPS
+    if 2 * n < plans.sm_count(out.device) * block:
+        block, warps = FLAT_SMALL_BYTES_PER_PROGRAM // out.element_size(), FLAT_SMALL_NUM_WARPS
     launchable(_add_flat_kernel)[(plans.cdiv(n, block),)](
-        x, y, out, n, BLOCK=block, num_warps=FLAT_NUM_WARPS
+        x, y, out, n, BLOCK=block, num_warps=warps
     )
 
 
@@ -278,6 +293,12 @@ def _add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _add_direct(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """:func:`_add` launching straight: the direct route, and the Function's forward."""
+    with direct_launches():
+        return _add(x, y)
+
+
 @triton_op("kp::add", mutates_args=())
 def _add_op(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return _add(x, y)
@@ -305,13 +326,16 @@ _add_op.register_autograd(_backward, setup_context=_setup_context)
 # ---------------------------------------------------------------------------
 
 
+#: The Function's forward launches, recorded per signature and replayed.
+_FORWARD_REPLAYS = Replays()
+
+
 class _Add(torch.autograd.Function):
     """``add`` on the eager route: the launcher without the dispatcher, ``kp::add``'s backward."""
 
     @staticmethod
     def forward(ctx, x, y):
-        with direct_launches():
-            out = _add(x, y)
+        out = _FORWARD_REPLAYS.call(_add_direct, (x, y), ())
         ctx.x_shape, ctx.y_shape = x.shape, y.shape
         return out
 
@@ -370,8 +394,7 @@ def _add_checked(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                 f"{tuple(x.shape)}"
             )
     if direct_route(x, y):
-        with direct_launches():
-            return _add(x, y)
+        return _add_direct(x, y)
     if eager_route():
         return _Add.apply(x, y)
     return torch.ops.kp.add(x, y)
