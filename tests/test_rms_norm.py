@@ -312,7 +312,7 @@ def test_backward_launches_by_its_rule(plan, shape, launch, device, monkeypatch)
         (4104, "fp16", True),
         (8192, "fp16", True),
         (8192, "fp32", True),
-        (20000, "fp16", True),  # 16 warps of 8 columns a thread: 94 registers, heavy
+        (20000, "fp16", True),
         (20000, "fp32", True),  # looped: 1680 bytes spilled in the plan's chunks
         (131072, "fp16", True),
         pytest.param(
@@ -338,6 +338,21 @@ def test_backward_registers_match_the_launch_rule(n_cols, dtype, has_dh):
     RMSNorm's backward, which also loads ``dh`` and stores two ``dx``."""
     elem_bytes = 2 if dtype == "fp16" else 4
     plan = plans.choose(1 << 15, n_cols, elem_bytes=elem_bytes, sm_count=plans.CPU_SM_COUNT)
+    _assert_registers_fit(plan, n_cols, dtype, has_dh)
+
+
+@pytest.mark.parametrize("has_dh", [False, True])
+def test_sixteen_warp_backward_programs_count_as_heavy(has_dh):
+    """Eight columns a thread in 16 warps (a narrow looped row under the v29-v31
+    fit) took 94 registers with ``dh``, more than two such programs an SM
+    leave, so ``_bwd_launch`` counts them as heavy (``BWD_LIGHT_MAX_WARPS``),
+    and they fit as such."""
+    _assert_registers_fit(RowPlan("looped", 4096, 16), 20000, "fp16", has_dh)
+
+
+def _assert_registers_fit(plan: RowPlan, n_cols: int, dtype: str, has_dh: bool) -> None:
+    """The register and spill premise of ``_bwd_launch`` under ``plan``, compiled for sm_90."""
+    elem_bytes = 2 if dtype == "fp16" else 4
     launch = rms_mod._bwd_launch(plan, n_cols, elem_bytes, has_dh)
     block, tail = launch.block, launch.tail
     runtime = {name: "i32" for name in ("n_rows", "n_cols", "chunks_per_split")}
