@@ -7,15 +7,14 @@ About a minute in one process; prints a table and writes nothing else::
 Times the backward launcher (``ops.rms_norm._backward``: ``dx`` and the weight
 gradient, float16) at the widths of the default suite with settings of
 ``(BWD_WARPS_PER_SM, BWD_HEAVY_WARPS_PER_SM, BWD_DOT_STEP, BWD_LIGHT_MAX_WARPS)``
-and a split prefetch flag:
-the warps per SM of light and heavy programs
+and a flag: the warps per SM of light and heavy programs
 (:func:`kernel_portfolio.ops.rms_norm._bwd_launch`; ``(0, 0)`` is two programs
 per SM whatever the width), the chunks a step of the looped and split plans'
-first pass (``_bwd_dot_kernel``) and the most warps of a light program (more
+first pass (``_bwd_dot_kernel``), the most warps of a light program (more
 count as heavy: one resides an SM, with a register cap of 128), and whether
-a split plan's heavy programs prefetch their next row as the other plans'
-do within ``BWD_PREFETCH_BYTES`` (:func:`_split_prefetch`). All run on the same inputs, visited
-in alternating order (six visits of twenty samples), each call with a cold L2
+a split plan's heavy programs prefetch their next row as the other plans do
+within ``BWD_PREFETCH_BYTES`` (:func:`_split_prefetch`). All run on the same
+inputs, visited in alternating order (six visits of twenty samples), each call with a cold L2
 and a device spin ahead of its start event. Each setting's ``dx`` and weight
 gradient are checked against the shipped setting's first. The share of copy
 bandwidth counts ``3*M*N`` elements (``dy`` and ``h`` read, ``dx`` written),

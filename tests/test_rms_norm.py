@@ -282,7 +282,7 @@ def test_backward_launches_by_its_rule(plan, shape, launch, device, monkeypatch)
     chunk, prefetch and register cap: a row just past a power of two as the
     pieces of ``plans.block_pieces`` (the forward too), a looped or split row
     in chunks of half the plan's, sliced into as many slices as the programs
-    allow (``BWD_CHUNK_SLICES``). One SM: each program walks several rows, so
+    allow (``_bwd_slices``). One SM: each program walks several rows, so
     the prefetch carries rows from one step to the next (a split row's never
     prefetches)."""
     monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
