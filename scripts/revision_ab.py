@@ -66,6 +66,9 @@ CASES = {
         ("residual", 32768, 8192, BF16),
         ("residual", 16384, 4104, BF16),
         ("plain", 512, 4096, BF16),
+        ("plain", 64, 131072, BF16),  # split plans
+        ("rstd", 64, 131072, BF16),
+        ("residual", 64, 131072, BF16),
     ),
     "row_sum": (
         *(("", 16384, 8192, d) for d in (F16, BF16, F32)),

@@ -5,15 +5,14 @@ About a minute in one process; prints a table and writes nothing else::
     python scripts/rms_bwd_ab.py > results/h200/checks/rms-bwd-ab-<UTC stamp>.log
 
 Times the backward launcher (``ops.rms_norm._backward``: ``dx`` and the weight
-gradient, float16) at the widths of the default suite with settings of
-``(BWD_WARPS_PER_SM, BWD_HEAVY_WARPS_PER_SM, BWD_DOT_STEP, BWD_LIGHT_MAX_WARPS)``
-and a flag: the warps per SM of light and heavy programs
+gradient, float16) at the widths that take its first pass (looped and split
+plans) with settings of ``(BWD_WARPS_PER_SM, BWD_HEAVY_WARPS_PER_SM,
+BWD_DOT_STEP, BWD_LIGHT_MAX_WARPS, BWD_DOT_CHUNKS)``: the warps per SM of light and heavy programs
 (:func:`kernel_portfolio.ops.rms_norm._bwd_launch`; ``(0, 0)`` is two programs
 per SM whatever the width), the chunks a step of the looped and split plans'
 first pass (``_bwd_dot_kernel``), the most warps of a light program (more
-count as heavy: one resides an SM, with a register cap of 128), and whether
-a split plan's heavy programs prefetch their next row as the other plans do
-within ``BWD_PREFETCH_BYTES`` (:func:`_split_prefetch`). All run on the same
+count as heavy: one resides an SM, with a register cap of 128), and the
+fewest chunks a program of that first pass. All run on the same
 inputs, visited in alternating order (six visits of twenty samples), each call with a cold L2
 and a device spin ahead of its start event. Each setting's ``dx`` and weight
 gradient are checked against the shipped setting's first. The share of copy
@@ -34,53 +33,33 @@ from kernel_portfolio import plans
 from kernel_portfolio.ops import rms_norm
 
 # (light warps per SM, heavy warps per SM, dot-kernel chunks a step, light program's most
-# warps, split prefetch)
+# warps, dot-kernel chunks a program)
 SETTINGS = (
-    (32, 16, 2, 8, False),
-    (32, 16, 2, 32, False),
-    (32, 16, 1, 8, False),
-    (0, 0, 2, 8, False),
-    (32, 16, 2, 8, True),
+    (32, 16, 2, 8, 1),
+    (32, 16, 2, 8, 2),
+    (32, 16, 2, 8, 4),
+    (32, 16, 4, 8, 4),
+    (32, 16, 1, 8, 2),
 )
-_LAUNCH = rms_norm._bwd_launch
 SHAPES = (
-    (32768, 1024),
-    (16384, 2048),
-    (16384, 4096),
-    (16384, 4104),
-    (512, 4096),
-    (8192, 8192),
     (1024, 131072),  # looped
-    (64, 131072),  # split plans from here
+    (256, 65536),
     (132, 65536),
+    (64, 131072),  # split plans from here
+    (16, 131072),
     (4, 32769),
-    (4, 32769, 2048, 8),  # the split plan in chunks of 2048 columns with 8 warps
-    (4, 32769, 4096, 16),  # ... of 4096 with 16: light under 16 warps, else heavy
+    (4, 32769, 4096, 16),  # the split plan in chunks of 4096 columns with 16 warps
 )
 
 
-def _set(setting: tuple[int, int, int, int, bool]) -> None:
+def _set(setting: tuple[int, int, int, int, int]) -> None:
     (
         rms_norm.BWD_WARPS_PER_SM,
         rms_norm.BWD_HEAVY_WARPS_PER_SM,
         rms_norm.BWD_DOT_STEP,
         rms_norm.BWD_LIGHT_MAX_WARPS,
-    ) = setting[:4]
-    rms_norm._bwd_launch = _split_prefetch if setting[4] else _LAUNCH
-
-
-def _split_prefetch(plan, n_cols: int, elem_bytes: int, has_dh: bool) -> rms_norm.BwdLaunch:
-    """The shipped launch, but a split plan's heavy program prefetches within the bytes.
-
-    A heavy program resides alone on an SM with a cap of 128 registers either
-    way, so only ``prefetch`` changes; a light one would lose residency.
-    """
-    launch = _LAUNCH(plan, n_cols, elem_bytes, has_dh)
-    per_thread = (launch.block + launch.tail) / (32 * launch.warps)
-    light = per_thread <= rms_norm.BWD_LIGHT_ELEMS
-    heavy = not light or launch.warps > rms_norm.BWD_LIGHT_MAX_WARPS
-    fits = (2 + has_dh) * per_thread * elem_bytes <= rms_norm.BWD_PREFETCH_BYTES
-    return launch._replace(prefetch=True) if plan.kind == "split" and heavy and fits else launch
+        rms_norm.BWD_DOT_CHUNKS,
+    ) = setting
 
 
 def _measure(shape: tuple, shipped, flush, copy_gbps: float, changes: dict) -> None:
@@ -123,9 +102,9 @@ def main() -> None:
         rms_norm.BWD_HEAVY_WARPS_PER_SM,
         rms_norm.BWD_DOT_STEP,
         rms_norm.BWD_LIGHT_MAX_WARPS,
-        False,
+        rms_norm.BWD_DOT_CHUNKS,
     )
-    print(f"\nRMSNorm backward, (light, heavy) warps per SM, dot step, light warps ({shipped})")
+    print("\nRMSNorm backward, (light, heavy) warps per SM, dot step, light warps, dot chunks")
     head = f"{'case':<28} {'setting':>27} {'warps':>5} {'per SM':>6} {'median us':>10}"
     print(f"{head} {'% copy':>7} {'max diff':>9}")
     changes = {s: [] for s in SETTINGS}

@@ -131,6 +131,7 @@ _RUNTIME_ARGS = [
     "n_cols",
     "chunks_per_split",
     "n_parts",
+    "n_dots",
     "stride_xm",
     "stride_rm",
     "stride_dym",
@@ -183,14 +184,22 @@ def _sum_squares(
     HAS_RESIDUAL: tl.constexpr,
     BLOCK: tl.constexpr,
     EVICT: tl.constexpr,
+    STEP: tl.constexpr,
 ):
-    """First pass over the chunks in ``[start, end)``: the sum of ``h * h``."""
+    """First pass over the chunks in ``[start, end)``: the sum of ``h * h``.
+
+    ``STEP`` chunks a step, their loads issued together; a chunk past ``end``
+    is masked by a bound uniform over the chunk (16-byte loads kept).
+    """
     acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for c0 in range(start, end, BLOCK):
-        cols = c0 + tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, EVICT)
-        acc += h * h
+    for c0 in range(start, end, BLOCK * STEP):
+        for u in tl.static_range(STEP):
+            cols = c0 + u * BLOCK + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            if STEP > 1:
+                mask = mask & (c0 + u * BLOCK < end)
+            h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, EVICT)
+            acc += h * h
     return tl.sum(acc, axis=0)
 
 
@@ -425,6 +434,7 @@ def _fwd_looped_kernel(
                 HAS_RESIDUAL,
                 BLOCK,
                 FIRST,
+                1,
             )
             rstd = tl.rsqrt(ss / n_cols + eps)
             if HAS_RESIDUAL:
@@ -464,8 +474,12 @@ def _fwd_partial_kernel(
     HAS_RESIDUAL: tl.constexpr,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    STEP: tl.constexpr,
 ):
-    """Split plan, kernel 1: program ``(row, s)`` sums squares over slice ``s`` (and writes h)."""
+    """Split plan, kernel 1: program ``(row, s)`` sums squares over slice ``s`` (and writes h).
+
+    ``STEP`` chunks a step (:data:`FWD_SPLIT_STEP`).
+    """
     n_cols = n_cols // VEC * VEC
     stride_xm = stride_xm // VEC * VEC
     stride_rm = stride_rm // VEC * VEC
@@ -483,6 +497,7 @@ def _fwd_partial_kernel(
         HAS_RESIDUAL,
         BLOCK,
         "",
+        STEP,
     )
     tl.store(ss_ptr + row64 * tl.num_programs(1) + tl.program_id(1), ss)
 
@@ -662,6 +677,7 @@ def _bwd_kernel(
     n_rows,
     n_cols,
     chunks_per_split,
+    n_dots,
     stride_dym,
     stride_dyn,
     stride_hm,
@@ -685,7 +701,7 @@ def _bwd_kernel(
     columns of slice ``s``. It walks its columns chunk by chunk and, inside a
     chunk, its rows, so the chunk's partial ``dweight`` stays in registers and
     is written once. ``ONE_CHUNK`` (block plan) computes ``mean(g * h)`` from
-    the row in registers; otherwise it merges the partials of
+    the row in registers; otherwise it merges the ``n_dots`` partials of
     ``_bwd_dot_kernel``. With ``PREFETCH`` the loads of a program's next row
     are issued before its current row's reduction, so they are in flight
     while it computes and stores. ``WEIGHT_EACH_ROW`` loads the weight's chunk
@@ -701,7 +717,6 @@ def _bwd_kernel(
     stride_dhm = stride_dhm // VEC * VEC
     part = tl.program_id(0)
     n_parts = tl.num_programs(0)
-    splits = tl.num_programs(1)
     start, end = _slice(chunks_per_split, n_cols, BLOCK)
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
@@ -738,7 +753,7 @@ def _bwd_kernel(
                     gh += tl.sum(dy_tail * w_tail * h_tail, axis=0)
                 mean_gh = gh / n_cols
             else:
-                mean_gh = _merge(dot_ptr + row64 * splits, splits, MAX_PARTIALS) / n_cols
+                mean_gh = _merge(dot_ptr + row64 * n_dots, n_dots, MAX_PARTIALS) / n_cols
             dh_row = dh_ptr + row64 * stride_dhm
             dx_off = row64 * n_cols
             _store_dx(
@@ -866,6 +881,13 @@ BWD_WEIGHT_HELD_ELEMS = 16
 #: leave a split program a memory latency a chunk, as the row sum's split
 #: plan did (``results/h200/checks/revision-ab-row-sum-20261203T1653Z.log``).
 BWD_DOT_STEP = 2
+#: Fewest chunks a program of the looped and split backward's first pass
+#: (``_bwd_dot_kernel``): the backward itself takes its rows in single-chunk
+#: slices (:func:`_bwd_slices`), and a first pass sliced alike is a program a
+#: chunk.
+BWD_DOT_CHUNKS = 1
+#: Chunks a step of the split forward's first pass (``_fwd_partial_kernel``).
+FWD_SPLIT_STEP = 1
 #: Elements per tile of the ``dweight`` reduction, and its warps.
 REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
@@ -1021,7 +1043,7 @@ def _forward(
         ss = scratch((n_rows, n_split), torch.float32, x.device)
         grid = (n_rows, n_split)
         launchable(_fwd_partial_kernel)[grid](
-            x, res, hh, ss, n_cols, chunks_per_split, *strides, **consts
+            x, res, hh, ss, n_cols, chunks_per_split, *strides, STEP=FWD_SPLIT_STEP, **consts
         )
         launchable(_fwd_split_kernel)[grid](
             x,
@@ -1082,10 +1104,13 @@ def _backward(
     with device_guard(h):
         if one_chunk:
             dot = rstd  # not read: mean(g * h) comes from the row in registers
+            n_dots = 1
         else:
-            dot = scratch((n_rows, n_split), torch.float32, h.device)
-            launchable(_bwd_dot_kernel)[(n_rows, n_split)](
-                dy, h, w, dot, n_cols, chunks_per_split, *strides, STEP=BWD_DOT_STEP, **consts
+            chunks_per_dot = max(chunks_per_split, BWD_DOT_CHUNKS)
+            n_dots = plans.cdiv(plans.cdiv(n_cols, launch.block), chunks_per_dot)
+            dot = scratch((n_rows, n_dots), torch.float32, h.device)
+            launchable(_bwd_dot_kernel)[(n_rows, n_dots)](
+                dy, h, w, dot, n_cols, chunks_per_dot, *strides, STEP=BWD_DOT_STEP, **consts
             )
         launchable(_bwd_kernel)[(n_parts, n_split)](
             dy,
@@ -1100,6 +1125,7 @@ def _backward(
             n_rows,
             n_cols,
             chunks_per_split,
+            n_dots,
             *strides,
             *dhh.stride(),
             HAS_DH=dh is not None,
