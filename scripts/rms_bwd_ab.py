@@ -12,7 +12,7 @@ BWD_DOT_STEP, BWD_LIGHT_MAX_WARPS, BWD_DOT_CHUNKS)``: the warps per SM of light 
 per SM whatever the width), the chunks a step of the looped and split plans'
 first pass (``_bwd_dot_kernel``), the most warps of a light program (more
 count as heavy: one resides an SM, with a register cap of 128), and the
-fewest chunks a program of that first pass. All run on the same
+most chunks a program of that first pass (``rms_norm._dot_slices``). All run on the same
 inputs, visited in alternating order (six visits of twenty samples), each call with a cold L2
 and a device spin ahead of its start event. Each setting's ``dx`` and weight
 gradient are checked against the shipped setting's first. The share of copy
@@ -33,13 +33,13 @@ from kernel_portfolio import plans
 from kernel_portfolio.ops import rms_norm
 
 # (light warps per SM, heavy warps per SM, dot-kernel chunks a step, light program's most
-# warps, dot-kernel chunks a program)
+# warps, dot-kernel's most chunks a program)
 SETTINGS = (
     (32, 16, 2, 8, 1),
     (32, 16, 2, 8, 2),
     (32, 16, 2, 8, 4),
     (32, 16, 4, 8, 4),
-    (32, 16, 1, 8, 2),
+    (32, 16, 1, 8, 4),
 )
 SHAPES = (
     (1024, 131072),  # looped

@@ -355,7 +355,7 @@ def _assert_registers_fit(plan: RowPlan, n_cols: int, dtype: str, has_dh: bool) 
     elem_bytes = 2 if dtype == "fp16" else 4
     launch = rms_mod._bwd_launch(plan, n_cols, elem_bytes, has_dh)
     block, tail = launch.block, launch.tail
-    runtime = {name: "i32" for name in ("n_rows", "n_cols", "chunks_per_split")}
+    runtime = {name: "i32" for name in ("n_rows", "n_cols", "chunks_per_split", "n_dots")}
     runtime |= {name: "i32" for name in ("stride_dym", "stride_hm", "stride_dhm")}
     runtime |= {name: "*fp32" for name in ("rstd_ptr", "dot_ptr", "dw_part_ptr")}
     pointers = ("dy_ptr", "h_ptr", "w_ptr", "dh_ptr", "dx_ptr", "dx2_ptr")

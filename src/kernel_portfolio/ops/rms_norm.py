@@ -881,13 +881,20 @@ BWD_WEIGHT_HELD_ELEMS = 16
 #: leave a split program a memory latency a chunk, as the row sum's split
 #: plan did (``results/h200/checks/revision-ab-row-sum-20261203T1653Z.log``).
 BWD_DOT_STEP = 2
-#: Fewest chunks a program of the looped and split backward's first pass
-#: (``_bwd_dot_kernel``): the backward itself takes its rows in single-chunk
-#: slices (:func:`_bwd_slices`), and a first pass sliced alike is a program a
-#: chunk.
-BWD_DOT_CHUNKS = 1
-#: Chunks a step of the split forward's first pass (``_fwd_partial_kernel``).
-FWD_SPLIT_STEP = 1
+#: Most chunks a program of the looped and split backward's first pass
+#: (``_bwd_dot_kernel``), which slices its rows apart from the backward's
+#: single chunks (:func:`_bwd_slices`): in slices of two, then four chunks
+#: while the pass keeps a program an SM (:func:`_dot_slices`). A program a
+#: chunk starts and ends with one memory latency; on the H200 64x131072
+#: float16 ran 43.4 us in slices of one chunk, 41.6 of two, 40.0 of four, and
+#: 4x32769 (68 programs) 12.5, 12.8 and 14.0
+#: (``results/h200/checks/rms-bwd-ab-20261204T0516Z.log``).
+BWD_DOT_CHUNKS = 4
+#: Chunks a step of the split forward's first pass (``_fwd_partial_kernel``):
+#: two, so that a program of several chunks has two chunks' loads in flight
+#: (64x131072 bfloat16 forward 20.03 -> 19.22 us, with a residual 28.64 ->
+#: 27.90; ``results/h200/checks/revision-ab-rms-split-step-20261204T0517Z.log``).
+FWD_SPLIT_STEP = 2
 #: Elements per tile of the ``dweight`` reduction, and its warps.
 REDUCE_TILE = 4096
 REDUCE_NUM_WARPS = 4
@@ -976,6 +983,22 @@ def _bwd_slices(n_cols: int, plan: plans.RowPlan, block: int, programs: int) -> 
     n_chunks = plans.cdiv(n_cols, block)
     chunks_per_split = plans.cdiv(n_chunks, min(n_chunks, programs, plans.MAX_SPLITS))
     return chunks_per_split, plans.cdiv(n_chunks, chunks_per_split)
+
+
+def _dot_slices(
+    n_rows: int, n_cols: int, block: int, chunks_per_split: int, sms: int
+) -> tuple[int, int]:
+    """The backward's first pass: ``(chunks per slice, slices per row)``.
+
+    From the backward's ``chunks_per_split``, twice the chunks a slice while
+    that stays within ``BWD_DOT_CHUNKS`` and the pass keeps at least ``sms``
+    programs.
+    """
+    n_chunks = plans.cdiv(n_cols, block)
+    per_slice = chunks_per_split
+    while 2 * per_slice <= BWD_DOT_CHUNKS and n_rows * plans.cdiv(n_chunks, 2 * per_slice) >= sms:
+        per_slice *= 2
+    return per_slice, plans.cdiv(n_chunks, per_slice)
 
 
 def _forward(
@@ -1106,11 +1129,10 @@ def _backward(
             dot = rstd  # not read: mean(g * h) comes from the row in registers
             n_dots = 1
         else:
-            chunks_per_dot = max(chunks_per_split, BWD_DOT_CHUNKS)
-            n_dots = plans.cdiv(plans.cdiv(n_cols, launch.block), chunks_per_dot)
+            per_dot, n_dots = _dot_slices(n_rows, n_cols, launch.block, chunks_per_split, sms)
             dot = scratch((n_rows, n_dots), torch.float32, h.device)
             launchable(_bwd_dot_kernel)[(n_rows, n_dots)](
-                dy, h, w, dot, n_cols, chunks_per_dot, *strides, STEP=BWD_DOT_STEP, **consts
+                dy, h, w, dot, n_cols, per_dot, *strides, STEP=BWD_DOT_STEP, **consts
             )
         launchable(_bwd_kernel)[(n_parts, n_split)](
             dy,

@@ -662,11 +662,13 @@ def _coop_slots(n_splits: int) -> int:
 
     Up to ``COOP_SLOTS`` programs a row, one warp's reduction; past that, one
     poll of every word merged across warps (shared memory and a barrier a
-    poll), where polling ``COOP_SLOTS`` words at a time would wait one round
-    trip to the L2 per group in turn (1x262144 float16 in 64 programs: 5.88
-    us against the two launches' 4.06, ``coop-split-ab-20261203T2034Z.log``).
+    poll), where polling ``COOP_SLOTS`` words at a time waits one round trip
+    to the L2 per group in turn (1x262144 float16 in 128 programs: 3.77 us
+    against 5.64, ``results/h200/checks/coop-split-ab-20261203T2254Z.log``).
+    The power of two by ``bit_length``: ``triton.next_power_of_2`` costs
+    microseconds a call on the host.
     """
-    return max(COOP_SLOTS, triton.next_power_of_2(n_splits))
+    return max(COOP_SLOTS, 1 << (n_splits - 1).bit_length())
 
 
 def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> None:
