@@ -33,7 +33,7 @@ SPLIT_WARPS: int | None = 16
 #: (``n_rows * ceil(n_cols / COOP_CHUNK) <= sm_count``; 0: never): then chunks
 #: of ``COOP_CHUNK`` with ``COOP_WARPS``, one a program, which the softmax
 #: forward runs as one cooperative launch (``softmax._cooperative``).
-COOP_CHUNK = 2048
+COOP_CHUNK = 4096
 COOP_WARPS: int | None = 8
 #: Else ``block`` (one program holds the row in registers) when the row's
 #: power-of-two width times ``elem_bytes`` is at most ``MAX_BLOCK_BYTES``:
@@ -57,7 +57,7 @@ PIECE_TAIL_DIVISOR = 512
 #: Else ``looped``: rows of at most ``NARROW_MAX_BYTES`` take the narrow chunk
 #: and warps, wider rows the wide ones (0: every row is wide).
 NARROW_MAX_BYTES = 32769 * 2
-NARROW_CHUNK = 4096
+NARROW_CHUNK = 8192
 NARROW_WARPS: int | None = 8
 WIDE_CHUNK = 16384
 WIDE_WARPS: int | None = 16

@@ -820,6 +820,11 @@ def _dw_reduce_kernel(
 #: ``BWD_HEAVY_WARPS_PER_SM`` warps reside (more programs than reside would only
 #: add partial rows). Each SM gets at least ``BWD_PROGRAMS_PER_SM`` programs.
 BWD_LIGHT_ELEMS = 8
+#: Most warps of a light program: at 16 warps a light program took 94
+#: registers (a narrow looped row, ``dh``) or spilled under the cap of 64
+#: (4x32769 in chunks of 4096 columns), so from 16 warps a program counts as
+#: heavy whatever its columns a thread.
+BWD_LIGHT_MAX_WARPS = 8
 BWD_WARPS_PER_SM = 32
 BWD_HEAVY_WARPS_PER_SM = 16
 BWD_PROGRAMS_PER_SM = 2
@@ -856,14 +861,6 @@ BWD_CHUNK_ELEMS = 16
 #: every row, from cache. On sm_90 (``ptxas -v``) 4096x12288 float16 then
 #: spills 48 bytes a thread instead of 168 (80 instead of 196 with ``dh``).
 BWD_WEIGHT_HELD_ELEMS = 16
-#: Whether a looped or split backward slices its rows into single chunks
-#: (``launch.block`` columns; up to the launch's programs and
-#: ``plans.MAX_SPLITS``) instead of the forward plan's slices. A program owns
-#: a slice of every ``P``-th row and writes one float32 partial ``dweight`` row
-#: for it, so with ``S`` slices a row there are ``P = programs / S`` partial
-#: rows: with the forward's slices (one or a few a row) 64x131072 took 64
-#: partial rows, as many bytes as ``dy``, written and read again.
-BWD_CHUNK_SLICES = True
 #: Chunks a step of the looped and split backward's first pass
 #: (``_bwd_dot_kernel``'s ``STEP``): two in flight a program where one would
 #: leave a split program a memory latency a chunk, as the row sum's split
@@ -915,7 +912,7 @@ def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool)
             block //= 2
     per_thread = (block + tail) / (32 * warps)
     prefetch = plan.kind != "split" and (2 + has_dh) * per_thread * elem_bytes <= BWD_PREFETCH_BYTES
-    if per_thread <= BWD_LIGHT_ELEMS:
+    if per_thread <= BWD_LIGHT_ELEMS and warps <= BWD_LIGHT_MAX_WARPS:
         resident = (BWD_PREFETCH_WARPS_PER_SM if prefetch else BWD_WARPS_PER_SM) // warps
     else:
         resident = BWD_HEAVY_WARPS_PER_SM // warps
@@ -938,6 +935,25 @@ def _split(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
     if plan.kind != "split":
         return plans.cdiv(n_cols, plan.block), 1
     return plans.split_segments(n_cols, plan)
+
+
+def _bwd_slices(n_cols: int, plan: plans.RowPlan, block: int, programs: int) -> tuple[int, int]:
+    """The backward's ``(chunks per slice, slices per row)`` in chunks of ``block`` columns.
+
+    A block plan keeps its one slice, the whole row. A looped or split row is
+    sliced into single chunks, up to ``programs`` and ``plans.MAX_SPLITS``
+    slices: a program owns a slice of every ``P``-th row and writes one
+    float32 partial ``dweight`` row for it, so with ``S`` slices a row there
+    are ``P = programs / S`` partial rows. With the forward plan's slices (one
+    or a few a row) 64x131072 took 64 partial rows, as many bytes as ``dy``,
+    written and read again; in single chunks 17, and its backward ran 56.2 ->
+    43.3 us (``results/h200/checks/rms-bwd-ab-20261203T2037Z.log``).
+    """
+    if plan.kind == "block":
+        return _split(n_cols, plan)
+    n_chunks = plans.cdiv(n_cols, block)
+    chunks_per_split = plans.cdiv(n_chunks, min(n_chunks, programs, plans.MAX_SPLITS))
+    return chunks_per_split, plans.cdiv(n_chunks, chunks_per_split)
 
 
 def _forward(
@@ -1053,16 +1069,10 @@ def _backward(
     dhh = dh if dh is not None else dy
     w = weight if weight is not None else h
     launch = _bwd_launch(plan, n_cols, h.element_size(), dh is not None)
-    chunks_per_split, n_split = _split(n_cols, plan)
-    if plan.kind != "block":  # chunks of launch.block columns, a fraction of the plan's
-        chunks_per_split *= plan.block // launch.block
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= n_cols
     sms = plans.sm_count(h.device)
     programs = launch.per_sm * sms
-    if plan.kind != "block" and BWD_CHUNK_SLICES:
-        n_chunks = plans.cdiv(n_cols, launch.block)
-        chunks_per_split = plans.cdiv(n_chunks, min(n_chunks, programs, plans.MAX_SPLITS))
-        n_split = plans.cdiv(n_chunks, chunks_per_split)
+    chunks_per_split, n_split = _bwd_slices(n_cols, plan, launch.block, programs)
     n_parts = min(n_rows, max(1, plans.cdiv(programs, n_split)))
     dw_part = scratch((n_parts, n_cols), torch.float32, h.device) if dw is not None else rstd
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
