@@ -1,0 +1,886 @@
+"""Matrix multiplication ``C = A @ B`` (GEMM), forward and backward.
+
+Math: ``C[m, n] = sum_k A[m, k] * B[k, n]`` for ``A`` of shape ``(M, K)`` and
+``B`` of shape ``(K, N)``, accumulated in float32 and rounded once to the
+input dtype. float32 inputs are multiplied in full float32 (``tl.dot`` with
+``input_precision="ieee"``) unless the caller passes ``allow_tf32=True``.
+
+Work: ``2 * M * N * K`` floating-point operations. Memory traffic, at the
+least: read ``A`` and ``B`` once and write ``C`` once, ``(M*K + K*N + M*N) *
+elem_bytes`` bytes. Large products are bound by the tensor cores, not memory.
+
+Two kernels, chosen by the launcher:
+
+* ``_matmul_tma_kernel`` (CUDA compute capability 9.x, float16/bfloat16):
+  a persistent kernel. One program per streaming multiprocessor walks the
+  output tiles ``NUM_SMS`` apart in grouped order (``GROUP_M`` rows of tiles
+  at a time, so the rows of ``A`` and columns of ``B`` in flight stay in L2).
+  Tiles move through the tensor-memory accelerator: tensor descriptors are
+  built on the device (``tl.make_tensor_descriptor``; Triton asks
+  ``triton.set_allocator`` for their scratch space, which a pre-run hook of
+  the kernel sets in whichever thread launches it), the copy engine fills
+  zeros past the matrix edges, and the stores are clipped. A transposed
+  operand is described in its own memory layout and its tile transposed in
+  shared memory, so ``a.T`` and ``b.T`` views are read in place. Needs every
+  matrix to have one unit stride, the other stride a multiple of 16 bytes,
+  and a 16-byte aligned start. A product with too few output tiles to fill
+  the SMs and a long ``K`` (:func:`_split_k`) splits ``K`` into runs: the
+  programs write float32 partial tiles to a workspace and
+  ``_split_k_reduce_kernel`` adds them in a fixed order and rounds once.
+* ``_matmul_kernel``: a plain tiled kernel reading through pointers and
+  strides (any strides, zero strides included), grouped the same way. It runs
+  under the Triton interpreter, on non-Hopper GPUs, for float32, and for
+  operands the copy engine cannot describe (odd leading dimensions, offset
+  slices, expanded views).
+
+Both accumulate in float32 and compute offsets in int64 where they can pass
+2^31.
+
+Specialisation and tuning. On a GPU both kernels are autotuned over short
+config lists (``TMA_CONFIGS``, ``POINTER_CONFIGS``). The tuning key holds
+``N``, the layout and dtype, and ``M`` and ``K`` rounded up to a power of two
+(``_bucket``): the batch dimension of a linear layer is ``M`` in the forward
+product and in ``dA``, and ``K`` in ``dB``, so a new batch size inside the
+same bucket reuses the tuned config instead of tuning again. Under
+``torch.compile`` with dynamic shapes the bucket becomes a range guard: a new
+batch size inside it reuses the compiled graph, one in another bucket
+compiles (and tunes) once more.
+
+Triton also compiles a variant per integer argument class (equal to 1, a
+multiple of 16, other). Both kernels opt every size and stride out of that
+(``do_not_specialize``), so one binary serves every shape of a dtype and
+layout. The Hopper kernel gains nothing from the knowledge: its tiles move
+through descriptors. The pointer kernel needs two facts to turn its masked
+loads into 16-byte ``cp.async`` copies (without them it falls back to 2-byte
+loads), and gets them as compile-time constants instead, the case study's
+``vec-hint`` policy, as the row kernels do:
+
+* which dimension of each matrix has unit stride (``A_UNIT``, ``B_UNIT``,
+  ``C_UNIT``: 1 for a row-major matrix, 0 for a transposed view, -1 for
+  neither); the kernel replaces that stride by the constant 1, so a
+  transposed operand is read in vectors along its own contiguous dimension;
+* ``VEC`` (:func:`_pointer_layout`): the largest power of two, up to 16
+  bytes of elements, that divides the matrices' other strides and the sizes
+  that mask their contiguous dimensions; the kernel rebuilds each of them as
+  ``v // VEC * VEC``, the same value, which the compiler now knows to be a
+  multiple of ``VEC``.
+
+A new ``M``, ``N`` or ``K`` therefore compiles nothing new unless it changes
+``VEC`` (at most four values) or a layout. The batch size of a linear layer
+(``M`` of the forward and of ``dA``, ``K`` of ``dB``) does not enter ``VEC``
+at all in those products' layouts: it masks no unit-stride dimension there.
+Widths that are multiples of 8 half-precision elements but not of 16 (4104)
+keep 16-byte loads, which Triton's own specialisation would not give them
+(the specialisation case study measured that policy against the others).
+
+Backward: ``dA = dC @ B^T`` and ``dB = A^T @ dC``, each through the same
+kernels with the transposed operand read in place, computing only the
+gradients that are needed.
+
+The public function and the backward reach the launcher by one of three
+routes (:func:`kernel_portfolio.contracts.eager_route`): in eager code
+directly when autograd will not record, else through an autograd Function of
+this module that calls it directly; under ``torch.compile``, dispatch modes
+and ``torch.func`` through the custom op ``kp::matmul``, whose body is the
+same code. The Function and the op share one backward.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+from torch.library import triton_op
+
+from kernel_portfolio import plans
+from kernel_portfolio.contracts import (
+    check_same,
+    check_tensor,
+    device_guard,
+    direct_launches,
+    direct_route,
+    eager_route,
+    interpreter_enabled,
+    launchable,
+)
+
+# ---------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------
+
+
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Map a linear tile index to ``(pid_m, pid_n)`` in grouped order.
+
+    Tiles are visited ``GROUP_M`` tile-rows at a time, column by column, so
+    consecutive programs share rows of ``A`` and columns of ``B`` in L2.
+    """
+    tiles_per_group = GROUP_M * num_pid_n
+    group = tile_id // tiles_per_group
+    first_m = group * GROUP_M
+    group_rows = min(num_pid_m - first_m, GROUP_M)
+    local = tile_id - group * tiles_per_group
+    return first_m + local % group_rows, local // group_rows
+
+
+#: The pointer kernel's runtime sizes and strides, none specialised by Triton
+#: (the module docstring says what replaces that).
+_POINTER_RUNTIME_ARGS = [
+    "M",
+    "N",
+    "K",
+    "stride_am",
+    "stride_ak",
+    "stride_bk",
+    "stride_bn",
+    "stride_cm",
+    "stride_cn",
+    "M_BUCKET",
+    "K_BUCKET",
+]
+
+
+@triton.jit(do_not_specialize=_POINTER_RUNTIME_ARGS)
+def _matmul_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    M_BUCKET,
+    K_BUCKET,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+    WIDEN_OPERANDS: tl.constexpr,
+    A_UNIT: tl.constexpr,
+    B_UNIT: tl.constexpr,
+    C_UNIT: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """One ``BLOCK_M x BLOCK_N`` tile of ``C`` per program, through pointers.
+
+    ``M_BUCKET`` and ``K_BUCKET`` are unused in the body: they exist for the
+    autotuning key. ``WIDEN_OPERANDS`` converts the tiles to float32 before
+    the dot; see ``_widen_operands``. ``A_UNIT``, ``B_UNIT``, ``C_UNIT`` and
+    ``VEC``: see the module docstring and :func:`_pointer_layout`.
+    """
+    # Unit strides become constants; the strides and sizes that align the
+    # vectors along them are rebuilt as the same values, now visibly multiples
+    # of VEC (_pointer_layout chose VEC to divide exactly these).
+    if A_UNIT == 1:
+        stride_ak = 1
+        stride_am = stride_am // VEC * VEC
+        K = K // VEC * VEC
+    elif A_UNIT == 0:
+        stride_am = 1
+        stride_ak = stride_ak // VEC * VEC
+        M = M // VEC * VEC
+    if B_UNIT == 1:
+        stride_bn = 1
+        stride_bk = stride_bk // VEC * VEC
+        N = N // VEC * VEC
+    elif B_UNIT == 0:
+        stride_bk = 1
+        stride_bn = stride_bn // VEC * VEC
+        K = K // VEC * VEC
+    if C_UNIT == 1:
+        stride_cn = 1
+        stride_cm = stride_cm // VEC * VEC
+        N = N // VEC * VEC
+    elif C_UNIT == 0:
+        stride_cm = 1
+        stride_cn = stride_cn // VEC * VEC
+        M = M // VEC * VEC
+    pid_m, pid_n = _tile_coords(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    rm = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K).to(tl.int64)
+    mask_m = rm < M
+    mask_n = rn < N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(tl.cdiv(K, BLOCK_K)):
+        ks = ki * BLOCK_K + rk
+        mask_k = ks < K
+        a = tl.load(
+            a_ptr + rm[:, None] * stride_am + ks[None, :] * stride_ak,
+            mask=mask_m[:, None] & mask_k[None, :],
+            other=0.0,
+        )
+        b = tl.load(
+            b_ptr + ks[:, None] * stride_bk + rn[None, :] * stride_bn,
+            mask=mask_k[:, None] & mask_n[None, :],
+            other=0.0,
+        )
+        if WIDEN_OPERANDS:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+    tl.store(
+        c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn,
+        acc.to(c_ptr.dtype.element_ty),
+        mask=mask_m[:, None] & mask_n[None, :],
+    )
+
+
+@triton.jit(
+    do_not_specialize=["M", "N", "K", "stride_a", "stride_b", "stride_c", "M_BUCKET", "K_BUCKET"]
+)
+def _matmul_tma_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    ws_ptr,
+    M,
+    N,
+    K,
+    stride_a,
+    stride_b,
+    stride_c,
+    M_BUCKET,
+    K_BUCKET,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    A_COL_MAJOR: tl.constexpr,
+    B_COL_MAJOR: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    EPILOGUE_SPLIT: tl.constexpr,
+    WIDEN_OPERANDS: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+):
+    """Persistent GEMM through tensor descriptors (Hopper's copy engine).
+
+    ``stride_a``, ``stride_b`` and ``stride_c`` are each matrix's non-unit
+    stride. ``A_COL_MAJOR`` means ``A``'s unit stride is along ``M`` (``A``
+    is a transposed view); ``B_COL_MAJOR`` means ``B``'s unit stride is along
+    ``K`` (the weight of a linear layer, ``W.T``). ``FLATTEN`` lets the
+    compiler fuse the tile loop with the K loop so the next tile's loads start
+    during this tile's epilogue; ``WARP_SPECIALIZE`` splits the warps into
+    producers and consumers instead (the two do not combine on Hopper).
+    ``EPILOGUE_SPLIT`` stores the tile in that many column slices, which
+    needs less shared memory for the epilogue and leaves more for stages.
+    ``WIDEN_OPERANDS``: see ``_widen_operands``.
+
+    ``SPLIT_K`` above 1 splits ``K`` into that many runs of whole ``BLOCK_K``
+    tiles: the programs walk ``SPLIT_K x`` the output tiles (run ``s`` of every
+    tile before run ``s + 1``), and each stores its float32 partial tile in
+    slice ``s`` of ``ws_ptr`` (``SPLIT_K`` row-major ``M x N`` slices) instead
+    of ``C``; :func:`_split_k_reduce_kernel` sums the slices into ``C``.
+    """
+    if A_COL_MAJOR:
+        a_desc = tl.make_tensor_descriptor(
+            a_ptr, shape=[K, M], strides=[stride_a, 1], block_shape=[BLOCK_K, BLOCK_M]
+        )
+    else:
+        a_desc = tl.make_tensor_descriptor(
+            a_ptr, shape=[M, K], strides=[stride_a, 1], block_shape=[BLOCK_M, BLOCK_K]
+        )
+    if B_COL_MAJOR:
+        b_desc = tl.make_tensor_descriptor(
+            b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K]
+        )
+    else:
+        b_desc = tl.make_tensor_descriptor(
+            b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N]
+        )
+    SUB_N: tl.constexpr = BLOCK_N // EPILOGUE_SPLIT
+    c_desc = tl.make_tensor_descriptor(
+        c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, SUB_N]
+    )
+
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    k_run = tl.cdiv(k_tiles, SPLIT_K)  # BLOCK_K tiles in a run of K
+    # The epilogue recomputes its tile from a counter of its own: sharing
+    # pid_m/pid_n between the loads and the store would tie the prologue of
+    # the next tile to the epilogue of this one once the loops are fused.
+    epilogue_item = tl.program_id(0) - NUM_SMS
+    for item in tl.range(
+        tl.program_id(0),
+        num_tiles * SPLIT_K,
+        NUM_SMS,
+        flatten=FLATTEN,
+        warp_specialize=WARP_SPECIALIZE,
+    ):
+        tile = item
+        k_first = 0
+        k_end = k_tiles
+        if SPLIT_K > 1:
+            tile = item % num_tiles
+            k_first = item // num_tiles * k_run
+            k_end = min(k_first + k_run, k_tiles)
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_first, k_end):
+            off_k = ki * BLOCK_K
+            # A transposed operand's tile arrives in its memory layout and is
+            # transposed in shared memory, where wgmma reads either order.
+            a = a_desc.load([off_k, off_m]).T if A_COL_MAJOR else a_desc.load([off_m, off_k])
+            b = b_desc.load([off_n, off_k]).T if B_COL_MAJOR else b_desc.load([off_k, off_n])
+            if WIDEN_OPERANDS:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+
+        epilogue_item += NUM_SMS
+        tile = epilogue_item
+        if SPLIT_K > 1:
+            tile = epilogue_item % num_tiles
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        if SPLIT_K > 1:
+            rm = off_m + tl.arange(0, BLOCK_M)
+            rn = off_n + tl.arange(0, BLOCK_N)
+            slice_start = (epilogue_item // num_tiles).to(tl.int64) * M * N
+            offsets = slice_start + rm[:, None].to(tl.int64) * N + rn[None, :]
+            tl.store(ws_ptr + offsets, acc, mask=(rm < M)[:, None] & (rn < N)[None, :])
+        elif EPILOGUE_SPLIT == 2:
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, SUB_N)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c_desc.store([off_m, off_n], left.to(c_ptr.dtype.element_ty))
+            c_desc.store([off_m, off_n + SUB_N], right.to(c_ptr.dtype.element_ty))
+        else:
+            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+
+
+@triton.jit(do_not_specialize=["M", "N", "stride_c"])
+def _split_k_reduce_kernel(
+    ws_ptr, c_ptr, M, N, stride_c, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr
+):
+    """``C = sum of the SPLIT_K float32 slices of ws_ptr``, added in order and rounded once."""
+    n_elems = M.to(tl.int64) * N
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elems
+    acc = tl.load(ws_ptr + offsets, mask=mask, other=0.0)
+    for s in tl.static_range(1, SPLIT_K):
+        acc += tl.load(ws_ptr + s * n_elems + offsets, mask=mask, other=0.0)
+    row = offsets // N
+    c = c_ptr + row * stride_c + (offsets - row * N)
+    tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+# ---------------------------------------------------------------------------
+# Launcher
+# ---------------------------------------------------------------------------
+
+
+def _tma_config(bm, bn, bk, warps, stages, *, ws=False, split=1):
+    return triton.Config(
+        {
+            "BLOCK_M": bm,
+            "BLOCK_N": bn,
+            "BLOCK_K": bk,
+            "GROUP_M": 8,
+            "FLATTEN": not ws,
+            "WARP_SPECIALIZE": ws,
+            "EPILOGUE_SPLIT": split,
+        },
+        num_warps=warps,
+        num_stages=stages,
+    )
+
+
+def _fixed_config_kwargs(config: triton.Config) -> dict:
+    """A fixed config's launch arguments (meta-parameters, warps, stages).
+
+    ``num_ctas`` is left out: ``wrap_triton`` refuses it as a launch argument,
+    and every config here runs one CTA per program (its default).
+    """
+    return {k: v for k, v in config.all_kwargs().items() if k != "num_ctas"}
+
+
+def _pointer_config(bm, bn, bk, warps, stages):
+    return triton.Config(
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
+        num_warps=warps,
+        num_stages=stages,
+    )
+
+
+#: Candidate configs of the Hopper path. Shared memory is ``(BLOCK_M +
+#: BLOCK_N) * BLOCK_K * 2`` bytes per stage plus ``BLOCK_M * BLOCK_N * 2 /
+#: EPILOGUE_SPLIT`` for the epilogue, within the H200's 227 KiB; a 128x256
+#: accumulator needs 8 warps to stay in registers. Warp-specialised configs
+#: take ``num_warps=4``: Triton 3.6 then runs two 4-warp consumer groups (each
+#: half of ``BLOCK_M``) beside a producer group, 12 warps in all; with 8 warps
+#: it leaves the loop unspecialised, and a 64-row tile does not split. A first
+#: list from those limits; ``scripts/gemm_tune.py`` measures each one on the
+#: H200 and the list is to be cut to what wins there. A warp-specialised
+#: 128x128x64 tile with five stages was dropped: in one H200 run (Triton 3.6,
+#: raw output not kept, so a lead to re-check with ``test_every_tma_config``)
+#: it left the output unwritten (NaN in a poisoned output) for every layout,
+#: and the autotuner, which times but never checks, could pick it. The
+#: 64x128 tile is for products with few output tiles and a long ``K``: the
+#: ``dB`` of a linear layer with a large batch (a 1024x1024 output is 64 tiles
+#: of 128x128, so half of an H200's 132 SMs would wait; 128 tiles of 64x128).
+TMA_CONFIGS = [
+    _tma_config(128, 256, 64, 8, 3),
+    _tma_config(128, 256, 64, 8, 4, split=2),
+    _tma_config(256, 128, 64, 8, 3),
+    _tma_config(128, 128, 64, 8, 4),
+    _tma_config(128, 128, 64, 4, 4),
+    _tma_config(64, 256, 64, 4, 4),
+    _tma_config(64, 128, 64, 4, 4),
+    _tma_config(128, 256, 64, 4, 3, ws=True),
+    _tma_config(128, 128, 64, 4, 4, ws=True),
+]
+
+#: Candidate configs of the pointer path (any GPU, any strides).
+POINTER_CONFIGS = [
+    _pointer_config(128, 128, 32, 4, 4),
+    _pointer_config(128, 256, 32, 8, 3),
+    _pointer_config(128, 64, 32, 4, 4),
+    _pointer_config(64, 128, 32, 4, 4),
+    _pointer_config(64, 64, 32, 4, 4),
+]
+
+#: Configs used under the Triton interpreter, where the autotuner cannot time
+#: anything: small tiles keep the CPU emulation fast.
+INTERPRETER_CONFIGS = {
+    "pointer": _pointer_config(32, 32, 32, 4, 1),
+    "tma": _tma_config(32, 32, 32, 4, 1),
+}
+
+
+def _tma_scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    """Scratch memory for the device-side tensor descriptors (``triton.set_allocator``)."""
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def _set_tma_allocator(*args, **kwargs) -> None:
+    """Give the thread that launches the Hopper kernel the allocator its descriptors need.
+
+    ``triton.set_allocator`` holds one allocator per thread (a context
+    variable), and a launch is not always in the thread that called
+    :func:`matmul`: autograd runs a backward traced by ``torch.compile`` or
+    AOTAutograd in a thread of its own, where the launch would find no
+    allocator. As a pre-run hook of the kernel this runs before every launch,
+    in the launching thread, whichever route reached it.
+    """
+    triton.set_allocator(_tma_scratch)
+
+
+_matmul_tma_kernel.add_pre_run_hook(_set_tma_allocator)
+
+_TUNING_KEY = ["M_BUCKET", "N", "K_BUCKET"]
+_matmul_tuned = triton.autotune(
+    configs=POINTER_CONFIGS,
+    key=[*_TUNING_KEY, "INPUT_PRECISION", "A_UNIT", "B_UNIT", "C_UNIT", "VEC"],
+)(_matmul_kernel)
+
+
+def _fitting_configs(
+    configs: list[triton.Config], named_args: dict, **kwargs
+) -> list[triton.Config]:
+    """The Hopper configs that fit an SM's shared memory at this launch's ``SPLIT_K``.
+
+    A split-K launch stores float32 partial tiles through pointers; a
+    warp-specialised program stages that tile in shared memory, which a
+    128x256 tile does not fit beside its three stages (272 KiB by the
+    ahead-of-time compile in the tests, over the H200's 227 KiB). The autotuner's
+    ``early_config_prune``: it passes the launch's keyword arguments.
+    """
+    if kwargs.get("SPLIT_K", 1) == 1:
+        return configs
+    return [
+        c
+        for c in configs
+        if not (
+            c.kwargs["WARP_SPECIALIZE"] and c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] > 128 * 128
+        )
+    ]
+
+
+_matmul_tma_tuned = triton.autotune(
+    configs=TMA_CONFIGS,
+    key=[*_TUNING_KEY, "A_COL_MAJOR", "B_COL_MAJOR", "SPLIT_K"],
+    prune_configs_by={"early_config_prune": _fitting_configs},
+)(_matmul_tma_kernel)
+
+#: Split-K on the Hopper path (:func:`_split_k`): most runs of ``K``, the
+#: shortest run worth splitting off, and the elements a program of the
+#: reduction sums.
+SPLIT_K_MAX = 4
+SPLIT_K_MIN_RUN = 4096
+SPLIT_K_REDUCE_BLOCK = 1024
+
+#: Streaming multiprocessors assumed under the interpreter: an odd count, so
+#: the persistent tile loop's stride is exercised on the CPU too.
+_INTERPRETER_SMS = 3
+
+
+def _bucket(n) -> int:
+    """``n`` rounded up to a power of two, at least 16 (the tuning-key bucket).
+
+    Written as a loop of comparisons so that a symbolic size under
+    ``torch.compile`` becomes a range guard rather than a specialisation.
+    """
+    bucket = 16
+    while bucket < n:
+        bucket *= 2
+    return bucket
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+@functools.cache
+def _compute_major(index: int) -> int:
+    """The major compute capability of CUDA device ``index`` (asked once per device)."""
+    return torch.cuda.get_device_capability(index)[0]
+
+
+def _split_k(M, N, K, num_sms: int) -> int:
+    """Runs of ``K`` for the Hopper path: 1, or a power of two up to ``SPLIT_K_MAX``.
+
+    A product with fewer 128x128 output tiles than half the SMs leaves SMs
+    idle for its whole ``K`` loop: the ``dB`` of a linear layer with a large
+    batch (``1024 x 1024`` from ``K = 65536``: 64 tiles for 132 SMs) ran at
+    0.65-0.67x of cuBLAS (``results/h200/checks/gemm-tune-20261201T0416Z.log``).
+    Splitting ``K`` doubles the work items while they still fit the SMs and
+    each run keeps at least ``SPLIT_K_MIN_RUN`` of ``K``. The float32 partial
+    tiles cost ``splits * M * N * 4`` bytes of workspace, written and read once.
+    """
+    tiles = plans.cdiv(M, 128) * plans.cdiv(N, 128)
+    splits = 1
+    while (
+        splits < SPLIT_K_MAX and 2 * splits * tiles <= num_sms and 2 * splits * SPLIT_K_MIN_RUN <= K
+    ):
+        splits *= 2
+    return splits
+
+
+def _widen_operands(dtype: torch.dtype, interpreter: bool) -> bool:
+    """Whether the kernels must convert tiles to float32 before ``tl.dot``.
+
+    Only under the Triton 3.6 interpreter (``interpreter``: what
+    :func:`~kernel_portfolio.contracts.interpreter_enabled` says), for
+    bfloat16: its ``tl.dot`` has
+    no bfloat16 case and multiplies the raw 16-bit patterns as integers. The
+    conversion is exact (a product of two bfloat16 values fits in float32's
+    mantissa), so the interpreter then computes what the GPU computes.
+    """
+    return interpreter and dtype == torch.bfloat16
+
+
+def _tma_layout(t: torch.Tensor) -> tuple[bool, int] | None:
+    """How the copy engine can describe the matrix ``t``, or None if it cannot.
+
+    Returns ``(col_major, stride)``: whether the unit stride is along the
+    first dimension, and the other (leading) stride. The copy engine needs a
+    16-byte aligned start, a unit stride, and a leading stride that is a
+    positive multiple of 16 bytes and at least the row length. The start is
+    judged by the storage offset (PyTorch's allocators align every storage to
+    far more than 16 bytes), so the check also works on the fake tensors that
+    ``torch.compile`` traces with.
+    """
+    elem = t.element_size()
+    if (t.storage_offset() * elem) % 16 != 0:
+        return None
+    rows, cols = t.shape
+    s0, s1 = t.stride()
+    if s1 == 1 and s0 >= max(cols, 1) and (s0 * elem) % 16 == 0:
+        return False, s0
+    if s0 == 1 and s1 >= max(rows, 1) and (s1 * elem) % 16 == 0:
+        return True, s1
+    return None
+
+
+def _pointer_layout(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> dict[str, int]:
+    """The pointer kernel's layout constants: ``A_UNIT``, ``B_UNIT``, ``C_UNIT`` and ``VEC``.
+
+    Each matrix's unit-stride dimension: 1 (row-major), 0 (a transposed view)
+    or -1 (neither). Along it the kernel loads (or stores) vectors, which are
+    16-byte aligned when the matrix's other stride and the size that masks
+    that dimension are multiples of the vector. ``VEC`` is the largest power
+    of two up to 16 bytes of elements dividing all of those
+    (:func:`kernel_portfolio.plans.vec_width`); a matrix without a unit
+    stride adds nothing (it is read element by element whatever ``VEC`` is).
+    """
+    (M, K), N = a.shape, b.shape[1]
+    units, aligned = [], []
+    for (s0, s1), (n0, n1) in ((a.stride(), (M, K)), (b.stride(), (K, N)), (out.stride(), (M, N))):
+        if s1 == 1:
+            units.append(1)
+            aligned += (s0, n1)
+        elif s0 == 1:
+            units.append(0)
+            aligned += (s1, n0)
+        else:
+            units.append(-1)
+    vec = plans.vec_width(a.element_size(), aligned[0], aligned[1:]) if aligned else 1
+    return {"A_UNIT": units[0], "B_UNIT": units[1], "C_UNIT": units[2], "VEC": vec}
+
+
+def _tma_supported(a: torch.Tensor) -> bool:
+    """Whether the Hopper path exists for ``a``'s device and dtype (when not interpreting)."""
+    if a.device.type != "cuda":
+        return False
+    return a.dtype in (torch.float16, torch.bfloat16) and _compute_major(a.device.index) == 9
+
+
+def _launch_matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    allow_tf32: bool,
+    path: str = "auto",
+    config: triton.Config | None = None,
+    split_k: int | None = None,
+) -> None:
+    """Write ``a @ b`` into ``out`` (shape ``(M, N)``, any strides for the pointer path).
+
+    Args:
+        a: ``(M, K)`` matrix.
+        b: ``(K, N)`` matrix.
+        out: ``(M, N)`` output; tests pass a NaN-poisoned one.
+        allow_tf32: float32 inputs may use TF32 tensor cores.
+        path: ``"auto"`` (the Hopper path where it applies, else pointers),
+            ``"tma"`` or ``"pointer"`` to force one; tests and the tuning
+            script force paths.
+        config: A fixed ``triton.Config`` instead of autotuning (tuning
+            script, tests); under the interpreter a small default is used.
+        split_k: Runs of ``K`` on the Hopper path instead of :func:`_split_k`'s
+            (tests).
+
+    Raises:
+        ValueError: ``path="tma"`` for operands the copy engine cannot
+            describe, or an unknown path.
+    """
+    M, K = a.shape
+    N = b.shape[1]
+    if M == 0 or N == 0:
+        return
+    if K == 0:
+        out.zero_()
+        return
+    interpreter = interpreter_enabled()  # one environment lookup per call
+    layouts = [_tma_layout(t) for t in (a, b, out)]
+    usable = all(layout is not None for layout in layouts) and not layouts[2][0]
+    if path == "auto":
+        path = "tma" if usable and not interpreter and _tma_supported(a) else "pointer"
+    if path not in ("tma", "pointer"):
+        raise ValueError(f"path must be 'auto', 'tma' or 'pointer', got {path!r}")
+    if path == "tma" and a.dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"path='tma' supports float16 and bfloat16, not {a.dtype}")
+    if config is None and interpreter:
+        config = INTERPRETER_CONFIGS[path]
+    buckets = {"M_BUCKET": _bucket(M), "K_BUCKET": _bucket(K)}
+
+    if path == "pointer":
+        precision = "tf32" if allow_tf32 and a.dtype == torch.float32 else "ieee"
+        kernel = _matmul_tuned if config is None else _matmul_kernel
+        extra = {} if config is None else _fixed_config_kwargs(config)
+        grid = lambda meta: (plans.cdiv(M, meta["BLOCK_M"]) * plans.cdiv(N, meta["BLOCK_N"]),)
+        launchable(kernel)[grid](
+            a,
+            b,
+            out,
+            M,
+            N,
+            K,
+            *a.stride(),
+            *b.stride(),
+            *out.stride(),
+            **buckets,
+            INPUT_PRECISION=precision,
+            WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
+            **_pointer_layout(a, b, out),
+            **extra,
+        )
+        return
+
+    if not usable:
+        raise ValueError(
+            "path='tma' needs a unit stride, a leading stride that is a multiple of 16 bytes "
+            "and a 16-byte aligned start for a, b and a row-major out"
+        )
+    (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
+    # Under device_guard the current device is a's.
+    num_sms = _INTERPRETER_SMS if interpreter else _sm_count(torch.cuda.current_device())
+    kernel = _matmul_tma_tuned if config is None else _matmul_tma_kernel
+    extra = {} if config is None else _fixed_config_kwargs(config)
+    splits = _split_k(M, N, K, num_sms) if split_k is None else split_k
+    ws = out
+    if splits > 1:
+        ws = torch.empty((splits, M, N), dtype=torch.float32, device=out.device)
+    # A program that finds no tile exits at once, so the grid is simply one
+    # program per multiprocessor: no size-dependent grid, nothing to guard.
+    launchable(kernel)[(num_sms,)](
+        a,
+        b,
+        out,
+        ws,
+        M,
+        N,
+        K,
+        stride_a,
+        stride_b,
+        stride_c,
+        **buckets,
+        A_COL_MAJOR=a_col,
+        B_COL_MAJOR=b_col,
+        NUM_SMS=num_sms,
+        WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
+        SPLIT_K=splits,
+        **extra,
+    )
+    if splits > 1:
+        launchable(_split_k_reduce_kernel)[(plans.cdiv(M * N, SPLIT_K_REDUCE_BLOCK),)](
+            ws, out, M, N, stride_c, SPLIT_K=splits, BLOCK=SPLIT_K_REDUCE_BLOCK, num_warps=4
+        )
+
+
+# ---------------------------------------------------------------------------
+# torch.library registration (custom op + autograd)
+# ---------------------------------------------------------------------------
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor, allow_tf32: bool) -> torch.Tensor:
+    """``a @ b`` in a new tensor: the body of ``kp::matmul`` and of the eager routes."""
+    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+    with device_guard(a):
+        _launch_matmul(a, b, out, allow_tf32=allow_tf32)
+    return out
+
+
+@triton_op("kp::matmul", mutates_args=())
+def _matmul_op(a: torch.Tensor, b: torch.Tensor, *, allow_tf32: bool = False) -> torch.Tensor:
+    return _matmul(a, b, allow_tf32)
+
+
+def _product(a: torch.Tensor, b: torch.Tensor, allow_tf32: bool) -> torch.Tensor:
+    """``a @ b`` by the route its context allows (:func:`kernel_portfolio.contracts.eager_route`).
+
+    The eager routes (the launcher directly when autograd will not record,
+    else the autograd Function :class:`_Matmul`) skip the dispatcher and its
+    autograd wrapper, whose host time per call can be as long as a mid-sized
+    product on the GPU. The public function and both backwards use this, so
+    the backward products take the route of their own context (autograd runs
+    them with grad disabled: the direct one, in eager code).
+    """
+    if direct_route(a, b):
+        with direct_launches():
+            return _matmul(a, b, allow_tf32)
+    if eager_route():
+        return _Matmul.apply(a, b, allow_tf32)
+    return torch.ops.kp.matmul(a, b, allow_tf32=allow_tf32)
+
+
+def _save(ctx, a: torch.Tensor, b: torch.Tensor, allow_tf32: bool) -> None:
+    """Save what the backward needs: ``a`` only for ``dB``, ``b`` only for ``dA``."""
+    need_a, need_b = ctx.needs_input_grad[:2]
+    ctx.save_for_backward(a if need_b else None, b if need_a else None)
+    ctx.allow_tf32 = allow_tf32
+
+
+def _setup_context(ctx, inputs, keyword_only_inputs, output) -> None:
+    a, b = inputs
+    _save(ctx, a, b, keyword_only_inputs["allow_tf32"])
+
+
+def _backward(ctx, grad_c):
+    a, b = ctx.saved_tensors
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_a = _product(grad_c, b.mT, ctx.allow_tf32)
+    if ctx.needs_input_grad[1]:
+        grad_b = _product(a.mT, grad_c, ctx.allow_tf32)
+    return grad_a, grad_b
+
+
+_matmul_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _Matmul(torch.autograd.Function):
+    """``matmul`` on the eager route: the launcher without the dispatcher; one backward."""
+
+    @staticmethod
+    def forward(ctx, a, b, allow_tf32):
+        with direct_launches():
+            out = _matmul(a, b, allow_tf32)
+        _save(ctx, a, b, allow_tf32)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_c):
+        return (*_backward(ctx, grad_c), None)
+
+
+# ---------------------------------------------------------------------------
+# Public function
+# ---------------------------------------------------------------------------
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, allow_tf32: bool = False) -> torch.Tensor:
+    """Matrix product ``a @ b`` of two 2-D tensors; equals ``torch.mm(a, b)``.
+
+    Accumulates in float32 and rounds once to the input dtype. On a Hopper
+    GPU (compute capability 9.x), float16 and bfloat16 products whose
+    operands the tensor-memory accelerator can describe run a persistent,
+    autotuned TMA kernel; everything else runs a tiled pointer kernel that
+    reads any strides. Transposed views (``a.T``, ``b.T``) are read in place,
+    never copied. Differentiable: ``dA = dC @ B^T`` and ``dB = A^T @ dC``
+    through the same kernels.
+
+    Args:
+        a: ``(M, K)`` float32, float16 or bfloat16 matrix on a CUDA device (or
+            on the CPU with ``TRITON_INTERPRET=1``).
+        b: ``(K, N)`` matrix of the same dtype and device.
+        allow_tf32: Let float32 inputs use TF32 tensor cores (about 10 bits
+            of mantissa per product). Off by default: float32 stays float32.
+
+    Returns:
+        A new contiguous ``(M, N)`` tensor of the inputs' dtype. ``K == 0``
+        gives zeros; ``M == 0`` or ``N == 0`` an empty result.
+
+    Raises:
+        TypeError: ``a`` or ``b`` is not a tensor or has an unsupported
+            dtype, the dtypes differ, or ``allow_tf32`` is not a bool.
+        ValueError: an operand is not 2-D, the inner dimensions differ
+            (``b`` is named), or the devices are unusable or differ.
+
+    Example:
+        >>> import kernel_portfolio as kp
+        >>> c = kp.matmul(x, w.T)   # x: (tokens, d_in), w: (d_out, d_in)
+    """
+    check_tensor(a, "a")
+    check_tensor(b, "b")
+    check_same(a, "a", b, "b")
+    for name, t in (("a", a), ("b", b)):
+        if t.dim() != 2:
+            raise ValueError(
+                f"{name} must be a 2-D matrix, got a {t.dim()}-D tensor of shape {tuple(t.shape)}"
+            )
+    if b.shape[0] != a.shape[1]:
+        raise ValueError(
+            f"b has {b.shape[0]} rows but a has {a.shape[1]} columns; "
+            f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}"
+        )
+    if not isinstance(allow_tf32, bool):
+        raise TypeError(f"allow_tf32 must be a bool, got {type(allow_tf32).__name__}")
+    return _product(a, b, allow_tf32)

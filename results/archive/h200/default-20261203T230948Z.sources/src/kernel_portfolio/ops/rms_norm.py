@@ -1,0 +1,1527 @@
+"""RMSNorm and the fused residual add + RMSNorm, forward and backward.
+
+Math, per row of ``N`` elements, with float32 statistics:
+
+```text
+h    = x + residual                 (residual_rms_norm only)
+rstd = 1 / sqrt(mean(h * h) + eps)
+y    = h * rstd * weight
+```
+
+Rounding. ``h`` is computed in float32 and rounded once to the input dtype: it
+is the residual stream the caller keeps, so it is stored, and normalised, in
+that dtype. ``y`` normalises that rounded ``h`` in float32 and is rounded once
+to the input dtype. ``rms_norm`` is the same with ``h = x``. The float64
+references in :mod:`kernel_portfolio.reference` round at exactly these places.
+
+Backward, with ``g = dy * weight`` (``g = dy`` without a weight):
+
+```text
+dh      = rstd * (g - h * rstd**2 * mean(g * h))
+dx      = dh  (+ the upstream gradient of h, for residual_rms_norm;
+               the residual gets the same gradient as x)
+dweight = sum over rows of dy * h * rstd
+```
+
+``rstd`` (float32, one per row) is written by the forward pass and saved for
+the backward when autograd records; the no-grad forward neither allocates nor
+writes it (``STORE_RSTD`` false).
+``dweight`` is deterministic: no atomics. Each backward program accumulates a
+float32 partial ``dweight`` over a fixed set of rows (a few partial rows
+per SM, :func:`_bwd_launch`), and a second kernel sums the partial rows in a
+fixed order.
+
+Memory traffic for ``M`` rows of ``N`` elements of ``E`` bytes, leaving out
+``rstd`` (4 bytes a row, written only by a forward that autograd records),
+``weight`` and, in the backward, the float32 ``dweight`` partials (a few
+rows of ``N`` per SM, written once and read once):
+
+```text
+plan           rms_norm fwd   residual fwd   bwd            bwd with dh
+block          2*M*N*E        4*M*N*E        3*M*N*E        4*M*N*E
+looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
+```
+
+* ``block``: a program holds a whole row in registers;
+  every byte is read once and written once (forward: read ``x``
+  (+ ``residual``), write ``y`` (+ ``h``); backward: read ``dy``, ``h``
+  (+ ``dh``), write ``dx``).
+* ``looped``: a program walks a row in chunks, first summing squares (and
+  writing ``h``), then re-reading ``h`` (or ``x``) to write ``y``. The
+  forward's first pass loads with ``evict_last`` and its second with
+  ``evict_first`` (:data:`LOOPED_FIRST_PASS`, :data:`LOOPED_SECOND_PASS`):
+  the L2 keeps the row for its reread, and drops it first once reread
+  (``scripts/load_policy_ab.py`` timed it; the backward and the other plans
+  keep the default).
+* The block forward has a program per row
+  (:func:`kernel_portfolio.plans.block_launches`); the looped forward's
+  program ``p`` of ``P`` takes rows ``p, p + P, ...`` on a persistent grid
+  (:func:`kernel_portfolio.plans.persistent_programs`).
+* ``split``: few wide rows; several programs share a row. A first kernel
+  writes partial sums of squares, a second merges a row's partials in a fixed
+  order and writes its slice of ``y``.
+* Backward of ``looped``/``split``: a first kernel writes partial sums of
+  ``g * h`` per (row, slice); the main kernel walks column chunks and, inside
+  each, its rows, so that the partial ``dweight`` of a chunk stays in
+  registers. ``dy`` and ``h`` are therefore read twice.
+
+Specialisation, as in the other row operators. Compile-time values: the
+dtypes, ``HAS_RESIDUAL``, ``HAS_WEIGHT``, ``HAS_DH``, ``STORE_RSTD``,
+``ONE_CHUNK``, ``BLOCK``, ``TAIL`` and ``num_warps`` (fixed by the plan: a
+block plan's row just past a power of two is held as a main block and a small
+tail, :func:`kernel_portfolio.plans.block_pieces`), and ``VEC``
+(:func:`kernel_portfolio.plans.vec_width`: the 16-byte vector width the row
+width and row strides allow). Runtime arguments that Triton is told not to
+specialise (``do_not_specialize``): the row count (or a launch's first row),
+the row width, the row strides, the chunks per split slice and the number of
+partial rows; ``eps`` is
+a float, which Triton never specialises. Column strides keep Triton's default
+specialisation (a stride of 1 compiles to contiguous vector loads). So a new
+batch size reuses the compiled kernels; only ``plan="auto"`` switching between
+the ``looped`` and ``split`` kernels for rows wider than the block limit
+compiles the other kernel, once.
+
+Three routes to one set of launchers
+(:func:`kernel_portfolio.contracts.eager_route`). In eager code the public
+functions call the launchers directly when autograd will not record, and
+otherwise run autograd Functions of this module whose forward and backward
+call them directly: the ``torch.ops`` dispatcher and its autograd wrapper cost
+far more host time than a small kernel. Under ``torch.compile``, dispatch
+modes and ``torch.func`` they go through ``kp::rms_norm``,
+``kp::residual_rms_norm`` and ``kp::rms_norm_backward``, whose bodies are the
+same code. Every route saves the same tensors and uses the same plan, so all
+give the same bits.
+
+Strides. Inputs of any strides are read in place through their row and
+column strides whenever the leading dimensions collapse into one row stride;
+otherwise :func:`kernel_portfolio.plans.as_rows` copies once. A strided
+``weight`` is made contiguous (``N`` elements). Row offsets, and column
+offsets times a column stride, are computed in int64.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+from torch.autograd.function import once_differentiable
+from torch.library import triton_op
+
+from kernel_portfolio import plans
+from kernel_portfolio.contracts import (
+    Replays,
+    check_eps,
+    check_same,
+    check_tensor,
+    device_guard,
+    direct_launches,
+    direct_route,
+    eager_route,
+    launchable,
+    not_replayable,
+    scratch,
+)
+
+#: Runtime arguments Triton must not specialise (see the module docstring).
+_RUNTIME_ARGS = [
+    "first_row",
+    "n_rows",
+    "n_cols",
+    "chunks_per_split",
+    "n_parts",
+    "stride_xm",
+    "stride_rm",
+    "stride_dym",
+    "stride_hm",
+    "stride_dhm",
+]
+#: ``tl.load``'s ``eviction_policy`` for the two passes of a looped plan's
+#: forward over a row (the ``_fwd_looped_kernel``'s ``FIRST`` and ``SECOND``; ``""``
+#: is the hardware default): see the module docstring.
+LOOPED_FIRST_PASS = "evict_last"
+LOOPED_SECOND_PASS = "evict_first"
+
+# ---------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------
+
+
+@triton.jit
+def _load_h(
+    x_row,
+    r_row,
+    h_row,
+    cols,
+    mask,
+    stride_xn,
+    stride_rn,
+    HAS_RESIDUAL: tl.constexpr,
+    EVICT: tl.constexpr,
+):
+    """One chunk of ``h`` as float32; with a residual, also store ``h`` (input dtype)."""
+    cols64 = cols.to(tl.int64)
+    h = tl.load(x_row + cols64 * stride_xn, mask=mask, other=0.0, eviction_policy=EVICT)
+    if HAS_RESIDUAL:
+        r = tl.load(r_row + cols64 * stride_rn, mask=mask, other=0.0, eviction_policy=EVICT)
+        h = (h.to(tl.float32) + r.to(tl.float32)).to(h_row.dtype.element_ty)
+        tl.store(h_row + cols, h, mask=mask)
+    return h.to(tl.float32)
+
+
+@triton.jit
+def _sum_squares(
+    x_row,
+    r_row,
+    h_row,
+    stride_xn,
+    stride_rn,
+    start,
+    end,
+    n_cols,
+    HAS_RESIDUAL: tl.constexpr,
+    BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
+):
+    """First pass over the chunks in ``[start, end)``: the sum of ``h * h``."""
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for c0 in range(start, end, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, EVICT)
+        acc += h * h
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
+def _normalise(
+    x_row,
+    stride_xn,
+    h_row,
+    w_ptr,
+    y_row,
+    rstd,
+    start,
+    end,
+    n_cols,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
+):
+    """Second pass over ``[start, end)``, last chunk first: re-read ``h``, write ``y``.
+
+    Last first: the chunks the first pass read last are the likeliest to still
+    be in L2.
+    """
+    n_chunks = tl.cdiv(end - start, BLOCK)
+    for c in range(n_chunks):
+        cols = start + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        if HAS_RESIDUAL:
+            h = tl.load(h_row + cols, mask=mask, other=0.0, eviction_policy=EVICT)
+        else:
+            h = tl.load(
+                x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0, eviction_policy=EVICT
+            )
+        y = h.to(tl.float32) * rstd
+        if HAS_WEIGHT:
+            y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr):
+    """Store ``h * rstd`` (times the weight) at ``cols``; the weight is read here, late."""
+    y = h * rstd
+    if HAS_WEIGHT:
+        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _slice(chunks_per_split, n_cols, BLOCK: tl.constexpr):
+    """Columns ``[start, end)`` of this program's slice (grid axis 1) of a row.
+
+    Slices are whole chunks, so ``start`` is a multiple of ``BLOCK``: the
+    compiler can prove every chunk aligned (16-byte vectors), and a chunk
+    reaches past ``end`` only at the row's end, so ``cols < n_cols`` masks it.
+    """
+    start = tl.program_id(1) * chunks_per_split * BLOCK
+    return start, tl.minimum(start + chunks_per_split * BLOCK, n_cols)
+
+
+@triton.jit
+def _merge(partials_ptr, n_partials, MAX_PARTIALS: tl.constexpr):
+    """Sum a row's float32 partials as one vector: a fixed order, so deterministic."""
+    idx = tl.arange(0, MAX_PARTIALS)
+    return tl.sum(tl.load(partials_ptr + idx, mask=idx < n_partials, other=0.0), axis=0)
+
+
+@triton.jit
+def _fwd_row_in_registers(
+    x_row,
+    r_row,
+    h_row,
+    y_row,
+    w_ptr,
+    n_cols,
+    stride_xn,
+    stride_rn,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+):
+    """Normalise one row held in registers (``BLOCK`` columns, then a ``TAIL``); return ``rstd``.
+
+    The weight is read after the row's reduction, so it is not live across
+    it: at 8192 columns and 16 warps that is 39 registers instead of 50 on
+    sm_90 (three programs per SM instead of two), at 16384 columns 64 instead
+    of 82 (two instead of one). A ``TAIL`` (not 0) is a second piece of the
+    row after its first ``BLOCK`` columns
+    (:func:`kernel_portfolio.plans.block_pieces`).
+    """
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, "")
+    ss = tl.sum(h * h, axis=0)
+    if TAIL > 0:
+        tail_cols = BLOCK + tl.arange(0, TAIL)
+        tail_mask = tail_cols < n_cols
+        h_tail = _load_h(
+            x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
+        )
+        ss += tl.sum(h_tail * h_tail, axis=0)
+    rstd = tl.rsqrt(ss / n_cols + eps)
+    _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
+    if TAIL > 0:
+        _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
+    return rstd
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _fwd_block_kernel(
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    rstd_ptr,
+    first_row,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_rm,
+    stride_rn,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    STORE_RSTD: tl.constexpr,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """Block plan: program ``p`` takes row ``first_row + p``, held in registers.
+
+    A program per row (:func:`kernel_portfolio.plans.block_launches`).
+    ``rstd_ptr`` is written only when ``STORE_RSTD``.
+    """
+    # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_rm = stride_rm // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
+    rstd = _fwd_row_in_registers(
+        x_ptr + row64 * stride_xm,
+        r_ptr + row64 * stride_rm,
+        h_ptr + row64 * n_cols,
+        y_ptr + row64 * n_cols,
+        w_ptr,
+        n_cols,
+        stride_xn,
+        stride_rn,
+        eps,
+        HAS_RESIDUAL,
+        HAS_WEIGHT,
+        BLOCK,
+        TAIL,
+    )
+    if STORE_RSTD:
+        tl.store(rstd_ptr + row64, rstd)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _fwd_looped_kernel(
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    rstd_ptr,
+    n_rows,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_rm,
+    stride_rn,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    STORE_RSTD: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ONE_CHUNK: tl.constexpr,
+    VEC: tl.constexpr,
+    FIRST: tl.constexpr,
+    SECOND: tl.constexpr,
+):
+    """Looped plan: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
+
+    The row loop is not software-pipelined (``num_stages=1``): a program
+    re-reads its row from L2. ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the
+    row in registers (:func:`_fwd_row_in_registers`). Otherwise the row is
+    walked twice, re-reading ``h`` from the ``h`` output (residual) or from
+    ``x``; the first pass loads with the eviction policy ``FIRST`` and the
+    second with ``SECOND``. ``rstd_ptr`` is written only when ``STORE_RSTD``.
+    """
+    # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_rm = stride_rm // VEC * VEC
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
+        row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
+        x_row = x_ptr + row64 * stride_xm
+        r_row = r_ptr + row64 * stride_rm
+        h_row = h_ptr + row64 * n_cols
+        y_row = y_ptr + row64 * n_cols
+        if ONE_CHUNK:
+            rstd = _fwd_row_in_registers(
+                x_row,
+                r_row,
+                h_row,
+                y_row,
+                w_ptr,
+                n_cols,
+                stride_xn,
+                stride_rn,
+                eps,
+                HAS_RESIDUAL,
+                HAS_WEIGHT,
+                BLOCK,
+                0,
+            )
+        else:
+            ss = _sum_squares(
+                x_row,
+                r_row,
+                h_row,
+                stride_xn,
+                stride_rn,
+                0,
+                n_cols,
+                n_cols,
+                HAS_RESIDUAL,
+                BLOCK,
+                FIRST,
+            )
+            rstd = tl.rsqrt(ss / n_cols + eps)
+            if HAS_RESIDUAL:
+                # The second pass re-reads h that other threads of this program stored.
+                tl.debug_barrier()
+            _normalise(
+                x_row,
+                stride_xn,
+                h_row,
+                w_ptr,
+                y_row,
+                rstd,
+                0,
+                n_cols,
+                n_cols,
+                HAS_RESIDUAL,
+                HAS_WEIGHT,
+                BLOCK,
+                SECOND,
+            )
+        if STORE_RSTD:
+            tl.store(rstd_ptr + row64, rstd)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _fwd_partial_kernel(
+    x_ptr,
+    r_ptr,
+    h_ptr,
+    ss_ptr,
+    n_cols,
+    chunks_per_split,
+    stride_xm,
+    stride_xn,
+    stride_rm,
+    stride_rn,
+    HAS_RESIDUAL: tl.constexpr,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """Split plan, kernel 1: program ``(row, s)`` sums squares over slice ``s`` (and writes h)."""
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_rm = stride_rm // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64)
+    start, end = _slice(chunks_per_split, n_cols, BLOCK)
+    ss = _sum_squares(
+        x_ptr + row64 * stride_xm,
+        r_ptr + row64 * stride_rm,
+        h_ptr + row64 * n_cols,
+        stride_xn,
+        stride_rn,
+        start,
+        end,
+        n_cols,
+        HAS_RESIDUAL,
+        BLOCK,
+        "",
+    )
+    tl.store(ss_ptr + row64 * tl.num_programs(1) + tl.program_id(1), ss)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _fwd_split_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    h_ptr,
+    ss_ptr,
+    rstd_ptr,
+    n_cols,
+    chunks_per_split,
+    stride_xm,
+    stride_xn,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    STORE_RSTD: tl.constexpr,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    MAX_PARTIALS: tl.constexpr,
+):
+    """Split plan, kernel 2: merge the row's partial sums, write slice ``s`` of ``y``.
+
+    Slice 0 also writes the row's ``rstd`` when ``STORE_RSTD``.
+    """
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64)
+    splits = tl.num_programs(1)
+    rstd = tl.rsqrt(_merge(ss_ptr + row64 * splits, splits, MAX_PARTIALS) / n_cols + eps)
+    if STORE_RSTD and tl.program_id(1) == 0:  # a constexpr False drops the branch
+        tl.store(rstd_ptr + row64, rstd)
+    start, end = _slice(chunks_per_split, n_cols, BLOCK)
+    _normalise(
+        x_ptr + row64 * stride_xm,
+        stride_xn,
+        h_ptr + row64 * n_cols,
+        w_ptr,
+        y_ptr + row64 * n_cols,
+        rstd,
+        start,
+        end,
+        n_cols,
+        HAS_RESIDUAL,
+        HAS_WEIGHT,
+        BLOCK,
+        "",
+    )
+
+
+@triton.jit
+def _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn):
+    """One chunk of ``dy`` and ``h``, in the input dtype."""
+    cols64 = cols.to(tl.int64)
+    dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0)
+    h = tl.load(h_row + cols64 * stride_hn, mask=mask, other=0.0)
+    return dy, h
+
+
+@triton.jit
+def _load_grad_row(source, piece, row64, valid, TAIL: tl.constexpr):
+    """Row ``row64`` of the backward: ``(dy, h, dy_tail, h_tail, rstd)``.
+
+    ``source`` is ``(dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn,
+    stride_hm, stride_hn)`` and ``piece`` the columns ``(cols, mask, tail_cols,
+    tail_mask)``. ``dy`` and ``h`` in the input dtype (the tails 0.0 when
+    ``TAIL`` is 0), ``rstd`` float32. Nothing is loaded unless ``valid``: the
+    prefetch after a program's last row.
+    """
+    dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn = source
+    cols, mask, tail_cols, tail_mask = piece
+    dy_row = dy_ptr + row64 * stride_dym
+    h_row = h_ptr + row64 * stride_hm
+    dy, h = _load_grad(dy_row, h_row, cols, mask & valid, stride_dyn, stride_hn)
+    dy_tail, h_tail = 0.0, 0.0
+    if TAIL > 0:
+        dy_tail, h_tail = _load_grad(
+            dy_row, h_row, tail_cols, tail_mask & valid, stride_dyn, stride_hn
+        )
+    rstd = tl.load(rstd_ptr + row64, mask=valid, other=0.0)
+    return dy, h, dy_tail, h_tail, rstd
+
+
+@triton.jit
+def _load_weight(w_ptr, cols, mask, HAS_WEIGHT: tl.constexpr):
+    """The weight at ``cols`` as float32, or ones without a weight (``g = dy``)."""
+    w = tl.full(cols.shape, 1.0, tl.float32)
+    if HAS_WEIGHT:
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    return w
+
+
+@triton.jit
+def _store_dx(
+    g,
+    h,
+    rstd,
+    mean_gh,
+    dh_row,
+    stride_dhn,
+    dx_ptr,
+    dx2_ptr,
+    dx_off,
+    cols,
+    mask,
+    HAS_DH: tl.constexpr,
+    TWO_DX: tl.constexpr,
+):
+    """Store ``dx = rstd * (g - h * rstd**2 * mean(g * h))`` (+ ``dh``) at ``cols``."""
+    dx = rstd * (g - h * (rstd * rstd * mean_gh))
+    if HAS_DH:
+        dh = tl.load(dh_row + cols.to(tl.int64) * stride_dhn, mask=mask, other=0.0)
+        dx += dh.to(tl.float32)
+    dx = dx.to(dx_ptr.dtype.element_ty)
+    tl.store(dx_ptr + dx_off + cols, dx, mask=mask)
+    if TWO_DX:
+        tl.store(dx2_ptr + dx_off + cols, dx, mask=mask)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _bwd_dot_kernel(
+    dy_ptr,
+    h_ptr,
+    w_ptr,
+    dot_ptr,
+    n_cols,
+    chunks_per_split,
+    stride_dym,
+    stride_dyn,
+    stride_hm,
+    stride_hn,
+    HAS_WEIGHT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    STEP: tl.constexpr,
+):
+    """Looped/split backward, kernel 1: program ``(row, s)`` sums ``g * h`` over slice ``s``.
+
+    ``STEP`` chunks a step (:data:`BWD_DOT_STEP`): their loads do not wait on
+    one another's products. A chunk past the slice's end is masked by a bound
+    uniform over the chunk, so the loads stay 16-byte vectors.
+    """
+    n_cols = n_cols // VEC * VEC
+    stride_dym = stride_dym // VEC * VEC
+    stride_hm = stride_hm // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64)
+    dy_row = dy_ptr + row64 * stride_dym
+    h_row = h_ptr + row64 * stride_hm
+    start, end = _slice(chunks_per_split, n_cols, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for c0 in range(start, end, BLOCK * STEP):
+        for u in tl.static_range(STEP):
+            cols = c0 + u * BLOCK + tl.arange(0, BLOCK)
+            mask = (cols < n_cols) & (c0 + u * BLOCK < end)
+            dy, h = _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn)
+            dy, h = dy.to(tl.float32), h.to(tl.float32)
+            if HAS_WEIGHT:
+                dy = dy * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            acc += dy * h
+    tl.store(dot_ptr + row64 * tl.num_programs(1) + tl.program_id(1), tl.sum(acc, axis=0))
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _bwd_kernel(
+    dy_ptr,
+    h_ptr,
+    w_ptr,
+    rstd_ptr,
+    dot_ptr,
+    dh_ptr,
+    dx_ptr,
+    dx2_ptr,
+    dw_part_ptr,
+    n_rows,
+    n_cols,
+    chunks_per_split,
+    stride_dym,
+    stride_dyn,
+    stride_hm,
+    stride_hn,
+    stride_dhm,
+    stride_dhn,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_DH: tl.constexpr,
+    TWO_DX: tl.constexpr,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+    ONE_CHUNK: tl.constexpr,
+    VEC: tl.constexpr,
+    MAX_PARTIALS: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    WEIGHT_EACH_ROW: tl.constexpr,
+):
+    """Backward: ``dx`` for every row, and one float32 partial ``dweight`` row per program.
+
+    Program ``(p, s)`` of a ``(P, S)`` grid owns rows ``p, p + P, ...`` and the
+    columns of slice ``s``. It walks its columns chunk by chunk and, inside a
+    chunk, its rows, so the chunk's partial ``dweight`` stays in registers and
+    is written once. ``ONE_CHUNK`` (block plan) computes ``mean(g * h)`` from
+    the row in registers; otherwise it merges the partials of
+    ``_bwd_dot_kernel``. With ``PREFETCH`` the loads of a program's next row
+    are issued before its current row's reduction, so they are in flight
+    while it computes and stores. ``WEIGHT_EACH_ROW`` loads the weight's chunk
+    for every row (from cache) instead of holding it across the rows, which
+    frees registers a wide row needs. ``TWO_DX`` also stores ``dx`` at ``dx2_ptr``: the
+    gradients of ``x`` and of ``residual`` are equal, and autograd needs two
+    tensors (one written in the same pass costs a store, a copy later costs a
+    load and a store).
+    """
+    n_cols = n_cols // VEC * VEC
+    stride_dym = stride_dym // VEC * VEC
+    stride_hm = stride_hm // VEC * VEC
+    stride_dhm = stride_dhm // VEC * VEC
+    part = tl.program_id(0)
+    n_parts = tl.num_programs(0)
+    splits = tl.num_programs(1)
+    start, end = _slice(chunks_per_split, n_cols, BLOCK)
+    for c0 in range(start, end, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        if not WEIGHT_EACH_ROW:
+            w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
+        dw = tl.zeros([BLOCK], dtype=tl.float32)
+        tail_cols, tail_mask = cols, mask  # unused unless TAIL > 0
+        if TAIL > 0:
+            tail_cols = c0 + BLOCK + tl.arange(0, TAIL)
+            tail_mask = tail_cols < n_cols
+            w_tail = _load_weight(w_ptr, tail_cols, tail_mask, HAS_WEIGHT)
+            dw_tail = tl.zeros([TAIL], dtype=tl.float32)
+        # With PREFETCH the loop loads row + n_parts and works on the row loaded
+        # one iteration earlier (the first before the loop); without, row itself.
+        ahead = n_parts if PREFETCH else 0
+        source = (dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn)
+        piece = (cols, mask, tail_cols, tail_mask)
+        if PREFETCH:
+            loaded = _load_grad_row(source, piece, tl.cast(part, tl.int64), part < n_rows, TAIL)
+        for row in tl.range(part, n_rows, n_parts, num_stages=1):
+            row64 = tl.cast(row, tl.int64)
+            current = _load_grad_row(source, piece, row64 + ahead, row64 + ahead < n_rows, TAIL)
+            if PREFETCH:
+                current, loaded = loaded, current
+            dy, h, dy_tail, h_tail, rstd = current
+            dy, h = dy.to(tl.float32), h.to(tl.float32)
+            if WEIGHT_EACH_ROW:
+                w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
+            if ONE_CHUNK:
+                gh = tl.sum(dy * w * h, axis=0)
+                if TAIL > 0:
+                    dy_tail, h_tail = dy_tail.to(tl.float32), h_tail.to(tl.float32)
+                    gh += tl.sum(dy_tail * w_tail * h_tail, axis=0)
+                mean_gh = gh / n_cols
+            else:
+                mean_gh = _merge(dot_ptr + row64 * splits, splits, MAX_PARTIALS) / n_cols
+            dh_row = dh_ptr + row64 * stride_dhm
+            dx_off = row64 * n_cols
+            _store_dx(
+                dy * w,
+                h,
+                rstd,
+                mean_gh,
+                dh_row,
+                stride_dhn,
+                dx_ptr,
+                dx2_ptr,
+                dx_off,
+                cols,
+                mask,
+                HAS_DH,
+                TWO_DX,
+            )
+            if HAS_WEIGHT:
+                dw += dy * h * rstd
+            if TAIL > 0:
+                _store_dx(
+                    dy_tail * w_tail,
+                    h_tail,
+                    rstd,
+                    mean_gh,
+                    dh_row,
+                    stride_dhn,
+                    dx_ptr,
+                    dx2_ptr,
+                    dx_off,
+                    tail_cols,
+                    tail_mask,
+                    HAS_DH,
+                    TWO_DX,
+                )
+                if HAS_WEIGHT:
+                    dw_tail += dy_tail * h_tail * rstd
+        if HAS_WEIGHT:
+            dw_row = dw_part_ptr + part.to(tl.int64) * n_cols
+            tl.store(dw_row + cols, dw, mask=mask)
+            if TAIL > 0:
+                tl.store(dw_row + tail_cols, dw_tail, mask=tail_mask)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _dw_reduce_kernel(
+    part_ptr,
+    dw_ptr,
+    n_parts,
+    n_cols,
+    BLOCK_P: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """``dweight = sum of the n_parts partial rows``, in a fixed order, in float32."""
+    n_cols = n_cols // VEC * VEC
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for p0 in range(0, n_parts, BLOCK_P):
+        parts = p0 + tl.arange(0, BLOCK_P)
+        offs = parts.to(tl.int64)[:, None] * n_cols + cols[None, :]
+        mask = (parts < n_parts)[:, None] & col_mask[None, :]
+        acc += tl.sum(tl.load(part_ptr + offs, mask=mask, other=0.0), axis=0)
+    tl.store(dw_ptr + cols, acc.to(dw_ptr.dtype.element_ty), mask=col_mask)
+
+
+# ---------------------------------------------------------------------------
+# Launchers
+# ---------------------------------------------------------------------------
+
+#: The backward's launch: its warps and its programs (hence float32 partial
+#: ``dweight`` rows) per SM, see :func:`_bwd_launch`. The narrow-row backward
+#: is latency-bound: with two programs per SM, 32768x1024 float16 reached 38% of
+#: copy, with eight 70% (``results/h200/checks/rms-bwd-ab-20261201T0620Z.log``).
+#: Up to ``BWD_LIGHT_ELEMS`` columns a thread, the backward takes at most 64
+#: registers a thread on sm_90 (``ptxas -v``), and ``BWD_WARPS_PER_SM`` warps
+#: reside per SM; more columns a thread take 109-113 registers, and only
+#: ``BWD_HEAVY_WARPS_PER_SM`` warps reside (more programs than reside would only
+#: add partial rows). Each SM gets at least ``BWD_PROGRAMS_PER_SM`` programs.
+BWD_LIGHT_ELEMS = 8
+#: Most warps of a light program: at 16 warps a light program took 94
+#: registers (a narrow looped row, ``dh``) or spilled under the cap of 64
+#: (4x32769 in chunks of 4096 columns), so from 16 warps a program counts as
+#: heavy whatever its columns a thread.
+BWD_LIGHT_MAX_WARPS = 8
+BWD_WARPS_PER_SM = 32
+BWD_HEAVY_WARPS_PER_SM = 16
+BWD_PROGRAMS_PER_SM = 2
+#: Fewest warps of a backward program: the forward's narrow rows take one or
+#: two (:func:`kernel_portfolio.plans.warps_for`), the backward holds four
+#: values a column and takes at least four.
+BWD_MIN_WARPS = 4
+#: Up to ``BWD_PREFETCH_BYTES`` bytes a thread of each row it works on
+#: (``dy`` and ``h``, and ``dh`` for the residual RMSNorm; 0: never), the
+#: backward's row loop loads a program's next row (``dy``, ``h``, ``rstd``)
+#: before it reduces the current one (the kernel's ``PREFETCH``). The loads in
+#: flight cost registers, so the launch also caps each thread's registers at
+#: what the programs it counts on per SM leave (``maxnreg``; 128 for a heavy
+#: program). On sm_90 (``ptxas -v``) the cap holds them without spilling up to
+#: 96 bytes: 8192 float16 columns and 16 warps take 119 (123 with ``dh``),
+#: 4104 float16 and 8 warps 128 (163 uncapped); float32 16 columns a thread
+#: would spill (128 bytes: 20 with ``dh``). A light program with the prefetch
+#: takes 72-80 registers (1024 columns, 4 warps), so ``BWD_PREFETCH_WARPS_PER_SM``
+#: warps of it reside. A split plan never prefetches: its few rows leave a
+#: program one or two, and the prefetch would only cost the residency (on the
+#: H200 64x131072 float16 ran 12-15% slower with it).
+BWD_PREFETCH_BYTES = 96
+BWD_PREFETCH_WARPS_PER_SM = 24
+#: Most columns a thread of one chunk where the backward walks a row in several
+#: (looped and split plans): the plan's block if it holds no more, else half of
+#: it, or a quarter. The forward's looped chunks hold 32; in the backward
+#: (``dy``, ``h``, the weight and its float32 partial a column) 8 warps took 190
+#: registers a thread on sm_90 (``ptxas -v``, float16: one program an SM),
+#: float32 at 16 warps spilled 120 bytes (1680 with ``dh``).
+BWD_CHUNK_ELEMS = 16
+#: Up to ``BWD_WEIGHT_HELD_ELEMS`` columns a thread a backward program holds
+#: its weight chunk (float32) across its rows; a wider row (a block plan's 32
+#: columns a thread, float16 rows of 8193-16384 columns) loads it again for
+#: every row, from cache. On sm_90 (``ptxas -v``) 4096x12288 float16 then
+#: spills 48 bytes a thread instead of 168 (80 instead of 196 with ``dh``).
+BWD_WEIGHT_HELD_ELEMS = 16
+#: Chunks a step of the looped and split backward's first pass
+#: (``_bwd_dot_kernel``'s ``STEP``): two in flight a program where one would
+#: leave a split program a memory latency a chunk, as the row sum's split
+#: plan did (``results/h200/checks/revision-ab-row-sum-20261203T1653Z.log``).
+BWD_DOT_STEP = 2
+#: Elements per tile of the ``dweight`` reduction, and its warps.
+REDUCE_TILE = 4096
+REDUCE_NUM_WARPS = 4
+
+
+class BwdLaunch(NamedTuple):
+    """How :func:`_bwd_launch` runs the backward kernel."""
+
+    #: Columns of a chunk (the kernels' ``BLOCK``) and of a block plan's tail.
+    block: int
+    tail: int
+    #: Warps of a program.
+    warps: int
+    #: Programs launched per SM: at least ``BWD_PROGRAMS_PER_SM``.
+    per_sm: int
+    #: Whether a program loads its next row before it reduces the current one.
+    prefetch: bool
+    #: Registers a thread may take (``maxnreg``): what lets the programs the
+    #: rule counts on reside together on an SM of 65536.
+    max_registers: int
+    #: Whether a program loads the weight for every row instead of holding it.
+    weight_each_row: bool
+
+
+def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool) -> BwdLaunch:
+    """The backward kernels' launch under ``plan`` (``has_dh``: residual RMSNorm).
+
+    A block plan's backward takes the warps of its main block
+    (:func:`kernel_portfolio.plans.block_pieces`) when the row derives fewer
+    (a row of 7000 float16 columns in an 8192 block: 16 warps, not 8), and at
+    least ``BWD_MIN_WARPS``; other plans walk their rows in chunks of at most
+    ``BWD_CHUNK_ELEMS`` columns a thread. The columns a thread holds set the
+    programs that reside per SM, the prefetch of the next row, the register cap
+    that lets them reside, and whether the weight is held across rows (module
+    constants above).
+    """
+    block, tail = _pieces(n_cols, plan)
+    warps = plan.num_warps
+    if plan.kind == "block":
+        warps = max(warps, plans.warps_for(block, elem_bytes))
+    warps = max(BWD_MIN_WARPS, warps)
+    if plan.kind != "block":
+        while block > BWD_CHUNK_ELEMS * 32 * warps:
+            block //= 2
+    per_thread = (block + tail) / (32 * warps)
+    prefetch = plan.kind != "split" and (2 + has_dh) * per_thread * elem_bytes <= BWD_PREFETCH_BYTES
+    if per_thread <= BWD_LIGHT_ELEMS and warps <= BWD_LIGHT_MAX_WARPS:
+        resident = (BWD_PREFETCH_WARPS_PER_SM if prefetch else BWD_WARPS_PER_SM) // warps
+    else:
+        resident = BWD_HEAVY_WARPS_PER_SM // warps
+    resident = max(1, resident)
+    max_registers = min(255, 65536 // (32 * warps * resident) // 8 * 8)
+    per_sm = max(BWD_PROGRAMS_PER_SM, resident)
+    weight_each_row = block > BWD_WEIGHT_HELD_ELEMS * 32 * warps
+    return BwdLaunch(block, tail, warps, per_sm, prefetch, max_registers, weight_each_row)
+
+
+def _pieces(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
+    """``(BLOCK, TAIL)`` of the kernels: a block plan's pieces, else ``(plan.block, 0)``."""
+    if plan.kind != "block":
+        return plan.block, 0
+    return plans.block_pieces(n_cols, plan.block)
+
+
+def _split(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
+    """``(chunks per slice, slices per row)``: one slice, the whole row, unless split."""
+    if plan.kind != "split":
+        return plans.cdiv(n_cols, plan.block), 1
+    return plans.split_segments(n_cols, plan)
+
+
+def _bwd_slices(n_cols: int, plan: plans.RowPlan, block: int, programs: int) -> tuple[int, int]:
+    """The backward's ``(chunks per slice, slices per row)`` in chunks of ``block`` columns.
+
+    A block plan keeps its one slice, the whole row. A looped or split row is
+    sliced into single chunks, up to ``programs`` and ``plans.MAX_SPLITS``
+    slices: a program owns a slice of every ``P``-th row and writes one
+    float32 partial ``dweight`` row for it, so with ``S`` slices a row there
+    are ``P = programs / S`` partial rows. With the forward plan's slices (one
+    or a few a row) 64x131072 took 64 partial rows, as many bytes as ``dy``,
+    written and read again; in single chunks 17, and its backward ran 56.2 ->
+    43.3 us (``results/h200/checks/rms-bwd-ab-20261203T2037Z.log``).
+    """
+    if plan.kind == "block":
+        return _split(n_cols, plan)
+    n_chunks = plans.cdiv(n_cols, block)
+    chunks_per_split = plans.cdiv(n_chunks, min(n_chunks, programs, plans.MAX_SPLITS))
+    return chunks_per_split, plans.cdiv(n_chunks, chunks_per_split)
+
+
+def _forward(
+    x: torch.Tensor,
+    residual: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    eps: float,
+    plan: plans.RowPlan,
+    y: torch.Tensor,
+    h: torch.Tensor | None,
+    rstd: torch.Tensor | None,
+) -> None:
+    """Write ``y``, ``h`` (with a residual) and ``rstd`` (when given) for a 2-D ``x``.
+
+    ``x`` and ``residual`` (``x``'s shape) may have any strides; ``weight`` is
+    contiguous. ``y`` and ``h`` must be contiguous ``x.shape`` tensors of
+    ``x``'s dtype and ``rstd`` a float32 ``(n_rows,)`` tensor, or None when no
+    backward will read it (the kernels then skip it): the custom ops pass fresh
+    ones, tests NaN-poisoned ones. Unused pointers get ``x``; they are never
+    read.
+    """
+    n_rows, n_cols = x.shape
+    if n_rows == 0 or n_cols == 0:
+        return
+    has_res = residual is not None
+    res = residual if has_res else x
+    hh = h if has_res else y
+    w = weight if weight is not None else x
+    rs = rstd if rstd is not None else x
+    strides = (*x.stride(), *res.stride())  # stride_xm, stride_xn, stride_rm, stride_rn
+    consts = {
+        "HAS_RESIDUAL": has_res,
+        "BLOCK": plan.block,
+        "VEC": plans.vec_width(x.element_size(), n_cols, strides[::2]),  # row strides
+        "num_warps": plan.num_warps,
+    }
+    with device_guard(x):
+        pointers = (x, res, w, y, hh, rs)
+        flags = {"HAS_WEIGHT": weight is not None, "STORE_RSTD": rstd is not None}
+        if plan.kind == "block":
+            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
+            for first_row, programs in plans.block_launches(n_rows):
+                launchable(_fwd_block_kernel)[(programs,)](
+                    *pointers, first_row, n_cols, *strides, eps, **flags, **consts
+                )
+            return
+        if plan.kind == "looped":
+            one_chunk = plan.block >= n_cols
+            passes = ("", "") if one_chunk else (LOOPED_FIRST_PASS, LOOPED_SECOND_PASS)
+            programs = plans.persistent_programs(n_rows, plan, plans.sm_count(x.device))
+            launchable(_fwd_looped_kernel)[(programs,)](
+                *pointers,
+                n_rows,
+                n_cols,
+                *strides,
+                eps,
+                ONE_CHUNK=one_chunk,
+                FIRST=passes[0],
+                SECOND=passes[1],
+                **flags,
+                **consts,
+            )
+            return
+        chunks_per_split, n_split = _split(n_cols, plan)
+        ss = scratch((n_rows, n_split), torch.float32, x.device)
+        grid = (n_rows, n_split)
+        launchable(_fwd_partial_kernel)[grid](
+            x, res, hh, ss, n_cols, chunks_per_split, *strides, **consts
+        )
+        launchable(_fwd_split_kernel)[grid](
+            x,
+            w,
+            y,
+            hh,
+            ss,
+            rs,
+            n_cols,
+            chunks_per_split,
+            *strides[:2],
+            eps,
+            HAS_WEIGHT=weight is not None,
+            STORE_RSTD=rstd is not None,
+            MAX_PARTIALS=plans.MAX_SPLITS,
+            **consts,
+        )
+
+
+def _backward(
+    dy: torch.Tensor,
+    h: torch.Tensor,
+    weight: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    plan: plans.RowPlan,
+    dx: torch.Tensor,
+    dx2: torch.Tensor | None,
+    dw: torch.Tensor | None,
+) -> None:
+    """Write ``dx`` (contiguous, ``h``'s shape and dtype), ``dx2`` and ``dw`` when given.
+
+    ``dy``, ``h`` and ``dh`` are 2-D of any strides. ``dh`` is the upstream
+    gradient of ``h`` (residual_rms_norm), added to ``dx``. ``dx2`` (like
+    ``dx``) receives a second copy of ``dx`` in the same pass.
+    """
+    n_rows, n_cols = h.shape
+    if n_cols == 0:
+        return
+    if n_rows == 0:
+        if dw is not None:
+            not_replayable()  # a fill, not a launch
+            dw.zero_()
+        return
+    dhh = dh if dh is not None else dy
+    w = weight if weight is not None else h
+    launch = _bwd_launch(plan, n_cols, h.element_size(), dh is not None)
+    one_chunk = plan.kind != "split" and launch.block + launch.tail >= n_cols
+    sms = plans.sm_count(h.device)
+    programs = launch.per_sm * sms
+    chunks_per_split, n_split = _bwd_slices(n_cols, plan, launch.block, programs)
+    n_parts = min(n_rows, max(1, plans.cdiv(programs, n_split)))
+    dw_part = scratch((n_parts, n_cols), torch.float32, h.device) if dw is not None else rstd
+    strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
+    vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
+    consts = {"HAS_WEIGHT": weight is not None, "BLOCK": launch.block, "VEC": vec}
+    consts["num_warps"] = launch.warps
+    with device_guard(h):
+        if one_chunk:
+            dot = rstd  # not read: mean(g * h) comes from the row in registers
+        else:
+            dot = scratch((n_rows, n_split), torch.float32, h.device)
+            launchable(_bwd_dot_kernel)[(n_rows, n_split)](
+                dy, h, w, dot, n_cols, chunks_per_split, *strides, STEP=BWD_DOT_STEP, **consts
+            )
+        launchable(_bwd_kernel)[(n_parts, n_split)](
+            dy,
+            h,
+            w,
+            rstd,
+            dot,
+            dhh,
+            dx,
+            dx2 if dx2 is not None else dx,
+            dw_part,
+            n_rows,
+            n_cols,
+            chunks_per_split,
+            *strides,
+            *dhh.stride(),
+            HAS_DH=dh is not None,
+            TWO_DX=dx2 is not None,
+            ONE_CHUNK=one_chunk,
+            MAX_PARTIALS=plans.MAX_SPLITS,
+            TAIL=launch.tail,
+            PREFETCH=launch.prefetch,
+            WEIGHT_EACH_ROW=launch.weight_each_row,
+            maxnreg=launch.max_registers,
+            **consts,
+        )
+        if dw is not None:
+            # About four column blocks per SM, each summing every partial row:
+            # the power of two covering n_cols / (4 * SMs), within 32..REDUCE_TILE
+            # (a loop, as triton.next_power_of_2 costs microseconds per call).
+            block_n, want = 32, plans.cdiv(n_cols, 4 * sms)
+            while block_n < want and block_n < REDUCE_TILE:
+                block_n *= 2
+            launchable(_dw_reduce_kernel)[(plans.cdiv(n_cols, block_n),)](
+                dw_part,
+                dw,
+                n_parts,
+                n_cols,
+                BLOCK_P=REDUCE_TILE // block_n,
+                BLOCK_N=block_n,
+                VEC=plans.vec_width(4, n_cols, ()),
+                num_warps=REDUCE_NUM_WARPS,
+            )
+
+
+# ---------------------------------------------------------------------------
+# torch.library registration (custom ops + autograd)
+# ---------------------------------------------------------------------------
+# The ops take 2-D inputs and the plan as plain fields (plans.to_op_args); the
+# plan is chosen inside the op body, which torch.compile runs as plain Python.
+
+
+def _as_launched(t: torch.Tensor, rows: torch.Size) -> torch.Tensor:
+    """A new contiguous output ``t`` as the launchers see it, ``rows``: itself when 2-D."""
+    return t if t.dim() == 2 else t.view(*rows)
+
+
+def _rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    eps: float,
+    plan: plans.RowPlan,
+    like: torch.Tensor,
+    *,
+    keep_rstd: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """``(y, h, rstd)`` of the 2-D rows ``x`` (``h`` is None without a residual).
+
+    ``y`` and ``h`` are new contiguous tensors shaped like ``like``: ``x``
+    itself for the custom ops, the caller's tensor for the eager routes.
+    ``rstd`` is made only when ``keep_rstd`` (a backward will read it);
+    otherwise it is neither allocated nor written, and None. The body of
+    ``kp::rms_norm`` and ``kp::residual_rms_norm`` (which keep it), and of the
+    eager routes.
+    """
+    y = torch.empty_like(like, memory_format=torch.contiguous_format)
+    h = torch.empty_like(y) if residual is not None else None
+    rstd = torch.empty(x.shape[0], dtype=torch.float32, device=x.device) if keep_rstd else None
+    h2d = _as_launched(h, x.shape) if h is not None else None
+    _forward(x, residual, weight, eps, plan, _as_launched(y, x.shape), h2d, rstd)
+    return y, h, rstd
+
+
+def _rms_norm_grad(
+    dy: torch.Tensor,
+    h: torch.Tensor,
+    weight: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    plan: plans.RowPlan,
+    two_dx: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(dx, dx2, dweight)`` of 2-D rows.
+
+    ``dx2`` is a second tensor holding ``dx`` when ``two_dx`` (the gradients of
+    ``x`` and ``residual``, both wanted), else empty (shape ``(0,)``), and so is
+    ``dweight`` without a weight. The body of ``kp::rms_norm_backward`` and of
+    the eager backward.
+    """
+    dx = torch.empty_like(h, memory_format=torch.contiguous_format)
+    dx2 = torch.empty_like(dx) if two_dx else dx.new_empty(0)
+    dw = torch.empty(h.shape[1] if weight is not None else 0, dtype=h.dtype, device=h.device)
+    wanted_dx2, wanted_dw = (dx2 if two_dx else None), (dw if weight is not None else None)
+    _backward(dy, h, weight, rstd, dh, plan, dx, wanted_dx2, wanted_dw)
+    return dx, dx2, dw
+
+
+@triton_op("kp::rms_norm", mutates_args=())
+def _rms_norm_op(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    kind: str,
+    block: int,
+    num_warps: int,
+    splits: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
+    y, _, rstd = _rms_norm(x, None, weight, eps, plan, x, keep_rstd=True)
+    return y, rstd
+
+
+@triton_op("kp::residual_rms_norm", mutates_args=())
+def _residual_rms_norm_op(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    kind: str,
+    block: int,
+    num_warps: int,
+    splits: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
+    return _rms_norm(x, residual, weight, eps, plan, x, keep_rstd=True)
+
+
+@triton_op("kp::rms_norm_backward", mutates_args=())
+def _rms_norm_backward_op(
+    dy: torch.Tensor,
+    h: torch.Tensor,
+    weight: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    two_dx: bool,
+    kind: str,
+    block: int,
+    num_warps: int,
+    splits: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Returns ``(dx, dx2, dweight)`` (:func:`_rms_norm_grad`)."""
+    plan = plans.choose_for(h, plans.from_op_args(kind, block, num_warps, splits))
+    return _rms_norm_grad(dy, h, weight, rstd, dh, plan, two_dx)
+
+
+def _setup_rms_norm(ctx, inputs, output) -> None:
+    x, weight, _eps, *plan_args = inputs
+    _y, rstd = output
+    ctx.mark_non_differentiable(rstd)
+    ctx.save_for_backward(x, weight, rstd)
+    ctx.plan_args = plan_args
+
+
+def _rms_norm_op_grad(ctx, dy, _drstd):
+    x, weight, rstd = ctx.saved_tensors
+    dx, _, dw = torch.ops.kp.rms_norm_backward(dy, x, weight, rstd, None, False, *ctx.plan_args)
+    return dx, (dw if weight is not None else None), None, None, None, None, None
+
+
+def _setup_residual_rms_norm(ctx, inputs, output) -> None:
+    _x, _residual, weight, _eps, *plan_args = inputs
+    _y, h, rstd = output
+    ctx.mark_non_differentiable(rstd)
+    ctx.save_for_backward(h, weight, rstd)
+    ctx.plan_args = plan_args
+
+
+def _residual_rms_norm_op_grad(ctx, dy, dh, _drstd):
+    h, weight, rstd = ctx.saved_tensors
+    two_dx = ctx.needs_input_grad[0] and ctx.needs_input_grad[1]
+    dx, dx2, dw = torch.ops.kp.rms_norm_backward(dy, h, weight, rstd, dh, two_dx, *ctx.plan_args)
+    dres = dx2 if two_dx else dx
+    return dx, dres, (dw if weight is not None else None), None, None, None, None, None
+
+
+_rms_norm_op.register_autograd(_rms_norm_op_grad, setup_context=_setup_rms_norm)
+_residual_rms_norm_op.register_autograd(
+    _residual_rms_norm_op_grad, setup_context=_setup_residual_rms_norm
+)
+
+
+# ---------------------------------------------------------------------------
+# Eager routes (contracts.direct_route, contracts.eager_route)
+# ---------------------------------------------------------------------------
+# The same launchers, saved tensors and plan as the custom ops, without the
+# dispatcher. Inputs arrive in the caller's shape and outputs leave in it (no
+# view nodes in the graph); the launchers see 2-D rows.
+
+
+def _forward_direct(x, residual, weight, eps, plan: plans.RowPlan, keep_rstd: bool) -> tuple:
+    """``(y, h, rstd)`` without those not made: a forward on the eager routes, launching straight.
+
+    ``y`` and ``h`` (with a residual) have ``x``'s shape; ``rstd`` is made
+    only when ``keep_rstd``: the autograd Functions keep it for their
+    backward, the direct route (no backward) skips it. ``plan`` is chosen.
+    """
+    x2d = plans.as_rows(x)
+    r2d = plans.as_rows(residual) if residual is not None else None
+    with direct_launches():
+        y, h, rstd = _rms_norm(x2d, r2d, weight, eps, plan, x, keep_rstd=keep_rstd)
+    return tuple(t for t in (y, h, rstd) if t is not None)
+
+
+def _grad_rows(dy, h, weight, rstd, dh, plan: plans.RowPlan, two_dx: bool) -> tuple:
+    """``(dx, dx2, dweight)`` without those not wanted: the eager backward (:func:`_rms_norm_grad`).
+
+    ``dy``, ``h`` and ``dh`` (or None) in the caller's shape, and so are
+    ``dx`` and ``dx2`` (only when ``two_dx``); ``dweight`` only with a weight.
+    On the eager route it launches straight (what a replay repeats); a
+    backward replayed under a dispatch mode (compiled autograd) goes through
+    ``kp::rms_norm_backward``, as the custom op's own backward does.
+    """
+    rows = (plans.as_rows(dy), plans.as_rows(h), weight, rstd)
+    dh2d = plans.as_rows(dh) if dh is not None else None
+    if eager_route():
+        with direct_launches():
+            dx, dx2, dw = _rms_norm_grad(*rows, dh2d, plan, two_dx)
+    else:
+        args = plans.to_op_args(plan)
+        dx, dx2, dw = torch.ops.kp.rms_norm_backward(*rows, dh2d, two_dx, *args)
+    if h.dim() != 2:
+        dx, dx2 = dx.view(h.shape), (dx2.view(h.shape) if two_dx else dx2)
+    return (dx, *((dx2,) if two_dx else ()), *((dw,) if weight is not None else ()))
+
+
+#: The Functions' forward and backward launches, recorded per signature and replayed.
+_FORWARD_REPLAYS = Replays()
+_BACKWARD_REPLAYS = Replays()
+
+
+class _RMSNorm(torch.autograd.Function):
+    """``rms_norm`` on the eager route: saves ``(x, weight, rstd)`` as the custom op does."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps, plan):
+        plan = plans.choose_for(x, plan)
+        y, rstd = _FORWARD_REPLAYS.call(_forward_direct, (x, None, weight), (eps, plan, True))
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.plan = plan
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        grads = _BACKWARD_REPLAYS.call(_grad_rows, (dy, x, weight, rstd, None), (ctx.plan, False))
+        return grads[0], (grads[1] if weight is not None else None), None, None
+
+
+class _ResidualRMSNorm(torch.autograd.Function):
+    """``residual_rms_norm`` on the eager route: saves ``(h, weight, rstd)`` as the op does."""
+
+    @staticmethod
+    def forward(ctx, x, residual, weight, eps, plan):
+        plan = plans.choose_for(x, plan)
+        tensors = (x, residual, weight)
+        y, h, rstd = _FORWARD_REPLAYS.call(_forward_direct, tensors, (eps, plan, True))
+        ctx.save_for_backward(h, weight, rstd)
+        ctx.plan = plan
+        return y, h
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy, dh):
+        h, weight, rstd = ctx.saved_tensors
+        two_dx = ctx.needs_input_grad[0] and ctx.needs_input_grad[1]
+        tensors = (dy, h, weight, rstd, dh)
+        grads = _BACKWARD_REPLAYS.call(_grad_rows, tensors, (ctx.plan, two_dx))
+        dres = grads[1] if two_dx else grads[0]
+        return grads[0], dres, (grads[-1] if weight is not None else None), None, None
+
+
+# ---------------------------------------------------------------------------
+# Public functions
+# ---------------------------------------------------------------------------
+
+#: Direct-route calls of :func:`rms_norm`, recorded per input signature and replayed.
+_RMS_NORM_REPLAYS = Replays()
+#: Direct-route calls of :func:`residual_rms_norm`, recorded per input signature and replayed.
+_RESIDUAL_REPLAYS = Replays()
+
+
+def _check_rows(x: torch.Tensor) -> None:
+    if x.dim() == 0:
+        raise ValueError("x must have at least one dimension (the normalised one), got a scalar")
+
+
+def _check_weight(weight: object, x: torch.Tensor) -> torch.Tensor | None:
+    if weight is None:
+        return None
+    check_tensor(weight, "weight")
+    check_same(x, "x", weight, "weight")
+    if weight.shape != (x.shape[-1],):
+        raise ValueError(
+            f"weight must be 1-D of length x.shape[-1] = {x.shape[-1]}, "
+            f"got shape {tuple(weight.shape)}"
+        )
+    return weight.contiguous()  # the kernels index weight densely; a strided one costs N elements
+
+
+def rms_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    eps: float = 1e-6,
+    plan: str | plans.RowPlan = "auto",
+) -> torch.Tensor:
+    """RMSNorm over the last dimension; equals ``F.rms_norm(x, (x.shape[-1],), weight, eps)``.
+
+    ``y = x / sqrt(mean(x**2) + eps) * weight`` with float32 statistics, the
+    product computed in float32 and rounded once to ``x``'s dtype.
+    Differentiable with respect to ``x`` and ``weight``; the weight gradient
+    is deterministic (no atomics).
+
+    Strides: a 2-D ``x`` of any strides (row gaps, transposed, expanded) and
+    any tensor whose leading dimensions collapse into one row stride are read
+    in place; otherwise ``x`` is copied once (``reshape``) to ``(rows, N)``.
+
+    Specialisation: a new row count (batch size) never compiles a new Triton
+    kernel; a new dtype, plan or block width does (see the module docstring).
+
+    Args:
+        x: float32, float16 or bfloat16 tensor with at least one dimension, on
+            a CUDA device (or the CPU with ``TRITON_INTERPRET=1``).
+        weight: Optional 1-D tensor of length ``x.shape[-1]``, same dtype and
+            device as ``x``.
+        eps: Positive number added to the mean square.
+        plan: ``"auto"`` (ask :func:`kernel_portfolio.plans.choose`),
+            ``"block"``, ``"looped"``, ``"split"``, or a
+            :class:`~kernel_portfolio.plans.RowPlan` to force chunk sizes.
+
+    Returns:
+        A new contiguous tensor of ``x``'s shape and dtype.
+
+    Raises:
+        TypeError: ``x`` or ``weight`` is not a supported tensor, their dtypes
+            differ, or ``eps`` is not a number.
+        ValueError: an unusable or mismatched device, a scalar ``x``, a
+            ``weight`` that is not 1-D of length ``x.shape[-1]``, a
+            non-positive ``eps``, a ``plan`` that is not an allowed name or
+            RowPlan, or a block plan narrower than the row.
+
+    Example:
+        >>> import kernel_portfolio as kp
+        >>> y = kp.rms_norm(x, weight)   # x: (tokens, 4096), weight: (4096,)
+    """
+    return _RMS_NORM_REPLAYS.call(_rms_norm_checked, (x, weight), (eps, plan))
+
+
+def _rms_norm_checked(x, weight, eps, plan) -> torch.Tensor:
+    """The body of :func:`rms_norm` (what a replay stands in for): checks, then a route."""
+    check_tensor(x, "x")
+    _check_rows(x)
+    weight = _check_weight(weight, x)
+    eps = check_eps(eps)
+    if direct_route(x, weight):
+        return _forward_direct(x, None, weight, eps, plans.choose_for(x, plan), False)[0]
+    if eager_route():
+        return _RMSNorm.apply(x, weight, eps, plan)
+    y, _ = torch.ops.kp.rms_norm(plans.as_rows(x), weight, eps, *plans.to_op_args(plan))
+    return y.view(x.shape)
+
+
+def residual_rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float = 1e-6,
+    plan: str | plans.RowPlan = "auto",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fused ``h = x + residual`` and ``y = rms_norm(h) * weight`` of a transformer block.
+
+    Rounding: ``h`` is computed in float32 and rounded once to the input dtype
+    (it is the new residual stream, stored in that dtype); ``y`` normalises
+    that rounded ``h`` with float32 statistics and is rounded once. This is
+    :func:`kernel_portfolio.reference.residual_rms_norm` exactly. One pass
+    reads ``x`` and ``residual`` and writes ``y`` and ``h`` (block plan).
+
+    Gradients flow from both outputs: ``x`` and ``residual`` both receive the
+    gradient of ``h`` through the normalisation plus the upstream gradient of
+    ``h``; the weight gradient is deterministic. Strides and specialisation
+    are as for :func:`rms_norm`.
+
+    Args:
+        x: float32, float16 or bfloat16 tensor with at least one dimension, on
+            a CUDA device (or the CPU with ``TRITON_INTERPRET=1``).
+        residual: Tensor of ``x``'s shape, dtype and device.
+        weight: 1-D tensor of length ``x.shape[-1]`` (same dtype and device),
+            or ``None`` for no scale.
+        eps: Positive number added to the mean square.
+        plan: As for :func:`rms_norm`.
+
+    Returns:
+        ``(y, h)``: new contiguous tensors of ``x``'s shape and dtype.
+
+    Raises:
+        TypeError: an unsupported tensor or dtype, ``residual`` or ``weight``
+            of another dtype than ``x``, or an ``eps`` that is not a number.
+        ValueError: an unusable or mismatched device, a ``residual`` of
+            another shape, a bad ``weight`` shape, a non-positive ``eps``, or
+            a bad ``plan`` (as for :func:`rms_norm`).
+
+    Example:
+        >>> import kernel_portfolio as kp
+        >>> y, hidden = kp.residual_rms_norm(attn_out, hidden, weight)
+    """
+    return _RESIDUAL_REPLAYS.call(_residual_rms_norm_checked, (x, residual, weight), (eps, plan))
+
+
+def _residual_rms_norm_checked(x, residual, weight, eps, plan) -> tuple[torch.Tensor, torch.Tensor]:
+    """The body of :func:`residual_rms_norm` (what a replay stands in for): checks, then a route."""
+    check_tensor(x, "x")
+    check_tensor(residual, "residual")
+    check_same(x, "x", residual, "residual")
+    if residual.shape != x.shape:
+        raise ValueError(
+            f"residual has shape {tuple(residual.shape)} but x has shape {tuple(x.shape)}; "
+            "they must match"
+        )
+    _check_rows(x)
+    weight = _check_weight(weight, x)
+    eps = check_eps(eps)
+    if direct_route(x, residual, weight):
+        return _forward_direct(x, residual, weight, eps, plans.choose_for(x, plan), False)
+    if eager_route():
+        return _ResidualRMSNorm.apply(x, residual, weight, eps, plan)
+    x2d, r2d = plans.as_rows(x), plans.as_rows(residual)
+    y, h, _ = torch.ops.kp.residual_rms_norm(x2d, r2d, weight, eps, *plans.to_op_args(plan))
+    return y.view(x.shape), h.view(x.shape)

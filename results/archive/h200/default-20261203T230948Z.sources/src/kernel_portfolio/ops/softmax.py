@@ -1,0 +1,965 @@
+"""Softmax over the rows of a tensor, forward and backward.
+
+Math, for one row ``x`` of ``N`` entries::
+
+    m = max_j x_j        s = sum_j exp(x_j - m)        y_i = exp(x_i - m) / s
+    dx_i = y_i * (dy_i - sum_j dy_j * y_j)                          (backward)
+
+Subtracting the row maximum keeps ``exp`` from overflowing. A ``-inf`` entry
+gives ``exp(-inf) = 0``; a row of nothing but ``-inf`` has ``m = -inf``, so
+``x - m`` is NaN and the whole row is NaN, as in PyTorch. Everything is
+computed in float32 and rounded once, on store.
+
+Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, per plan
+(:mod:`kernel_portfolio.plans`):
+
+* ``block``: one program holds a row in registers. Forward reads ``x`` and
+  writes ``y``, ``2MNb`` bytes; backward reads ``y`` and ``dy`` and writes
+  ``dx``, ``3MNb``. Each byte moves once: the least any softmax can do. A row
+  just past a power of two is held as two pieces, a main block and a small
+  tail (:func:`kernel_portfolio.plans.block_pieces`: 4104 columns as 4096 and
+  8, not one block of 8192 of which half would be masked).
+* ``looped``: a program walks a row in chunks twice. The first pass keeps an
+  online ``(max, sum)``: for each chunk ``m' = max(m, max(chunk))`` and
+  ``s' = s * exp(m - m') + sum(exp(chunk - m'))``. The second pass rereads
+  ``x`` and writes ``y``: ``3MNb`` (the reread often hits L2). Backward: a
+  dot-product pass and a write pass, ``5MNb``. The first pass loads with
+  ``evict_last`` and the second with ``evict_first``
+  (:data:`LOOPED_FIRST_PASS`, :data:`LOOPED_SECOND_PASS`): the L2 keeps the
+  row for its reread, and drops it first once reread. Block and split plans
+  keep the default (an A/B, ``results/h200/checks/load-policy-ab-20261202T0614Z.log``:
+  ``evict_first`` slowed the block plans, which also write, and moved the
+  split plans either way).
+* ``split``: ``S`` programs share a row. A stats kernel writes each slice's
+  ``(max, sum)``; a write kernel merges a row's ``S`` pairs, rereads its slice
+  and writes it: ``3MNb`` plus ``8S(S + 1)`` bytes of float32 statistics per
+  row. When each slice is one chunk and the grid fits the SMs (few wide
+  rows; ``auto`` then picks chunks of ``plan_rule.COOP_CHUNK``), one launch
+  does both (:func:`_cooperative`): a program holds its slice in registers,
+  publishes its pair as two tagged 8-byte words and polls the row's others
+  until they carry its launch's tag, ``2MNb`` and one launch fewer.
+  The backward's two launches do the same with partial dot products:
+  ``5MNb`` plus ``4S(S + 1)`` per row.
+
+The online merge must not compute ``exp(-inf - (-inf))``: while every value
+seen so far is ``-inf`` (a masked prefix of the row), the running max is
+``-inf``. The kernels then shift by 0 instead (:func:`_shift_for`), which
+makes ``exp(-inf - 0) = 0`` the right contribution.
+
+What is compiled, and what is not: ``BLOCK`` (register tile width), ``TAIL``
+(the block plan's second piece, or 0), ``VEC`` (see
+:func:`kernel_portfolio.plans.vec_width`), ``MAX_SPLITS`` and the warp count
+are compile-time constants. The row count, row width, row strides and split
+sizes are runtime arguments that Triton is told not to specialise
+(``do_not_specialize``), so a new batch size, or a new width with the same
+``BLOCK`` and ``TAIL``, reuses the compiled kernel (a split plan has two
+forms, the cooperative one while its programs fit the SMs and the two launches
+past that: a batch size that crosses over compiles the other once); the mask
+``cols < n_cols`` handles the partial block, and ``VEC`` keeps its loads 16
+bytes wide. Column strides keep Triton's default specialisation: a stride of 1
+compiles to contiguous vector loads, any other stride to a strided variant. A
+prior project found runtime widths slow where a row does not fill its block;
+the specialisation case study measures this choice on the H200.
+
+One set of launchers, three routes to it
+(:func:`kernel_portfolio.contracts.eager_route`). In eager code the public
+function calls the launchers directly when autograd will not record, and
+otherwise runs an autograd Function of this module whose forward and backward
+call them directly: the ``torch.ops`` dispatcher and its autograd wrapper cost
+far more host time than a small softmax takes on the GPU. Under
+``torch.compile``, dispatch modes and ``torch.func`` it goes through
+``kp::softmax`` and ``kp::softmax_backward``, whose bodies are the same code.
+Every route saves ``y`` and uses the same plan, so all give the same bits.
+
+Inputs of any strides are read in place through ``(stride_xm, stride_xn)``
+whenever the leading dimensions collapse into one row stride; otherwise
+:func:`kernel_portfolio.plans.as_rows` makes one copy. Row and column offsets
+are computed in int64, so tensors past 2^31 elements are addressed correctly.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch.autograd.function import once_differentiable
+from torch.library import triton_op
+
+from kernel_portfolio import plans
+from kernel_portfolio.contracts import (
+    Replays,
+    check_dim,
+    check_tensor,
+    device_guard,
+    direct_launches,
+    direct_route,
+    eager_route,
+    interpreter_enabled,
+    launchable,
+    scratch,
+    stream_buffer,
+)
+
+#: Runtime arguments Triton must not specialise (see the module docstring).
+_RUNTIME_ARGS = [
+    "first_row",
+    "n_rows",
+    "n_cols",
+    "stride_xm",
+    "stride_ym",
+    "stride_dym",
+    "stride_dxm",
+]
+_RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
+#: ``tl.load``'s ``eviction_policy`` for a looped plan's first and second pass
+#: over a row (the kernels' ``FIRST`` and ``SECOND``; ``""`` is the hardware
+#: default, which the block and split plans keep): see the module docstring.
+LOOPED_FIRST_PASS = "evict_last"
+LOOPED_SECOND_PASS = "evict_first"
+#: Fewest partial ``(max, sum)`` pairs a cooperative program polls at once
+#: (:func:`_coop_slots`): a warp's width, so a row of up to 32 programs
+#: reduces inside a warp, with no shared memory.
+COOP_SLOTS = 32
+#: A cooperative word's tag is ``generation * COOP_TAG_COUNTS + programs``
+#: (:func:`_fwd_split_coop_kernel`): program counts below it, generations
+#: counted modulo ``COOP_GENERATIONS``, so a tag fits the word's high 32 bits.
+COOP_TAG_COUNTS = tl.constexpr(1024)
+COOP_GENERATIONS = tl.constexpr(2**21)
+
+# ---------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------
+
+
+@triton.jit
+def _shift_for(m):
+    """The shift to subtract before ``exp``: ``m``, or 0 where ``m`` is ``-inf``.
+
+    ``m = -inf`` means every value seen is ``-inf``; shifting by 0 gives
+    ``exp(-inf) = 0`` for them instead of ``exp(-inf - (-inf)) = exp(nan)``.
+    """
+    return tl.where(m == float("-inf"), 0.0, m)
+
+
+@triton.jit
+def _online_max_sum(
+    x_row, stride_xn, col0, n_chunks, n_cols, BLOCK: tl.constexpr, EVICT: tl.constexpr
+):
+    """Running ``(max, sum of exp(x - max))`` over ``n_chunks`` chunks from ``col0``."""
+    m = tl.full((), float("-inf"), tl.float32)
+    s = tl.zeros((), tl.float32)
+    for c in range(n_chunks):
+        cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(
+            x_row + cols.to(tl.int64) * stride_xn,
+            mask=cols < n_cols,
+            other=float("-inf"),
+            eviction_policy=EVICT,
+        )
+        x = x.to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, 0))
+        shift = _shift_for(m_new)
+        s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), 0)
+        m = m_new
+    return m, s
+
+
+@triton.jit
+def _write_probs(
+    x_row, stride_xn, y_row, m, s, col0, n_chunks, n_cols, BLOCK: tl.constexpr, EVICT: tl.constexpr
+):
+    """Reread ``n_chunks`` chunks from ``col0``, last first, and write ``exp(x - m) / s``.
+
+    Last first: the chunks read last by the first pass are the likeliest to
+    still be in L2.
+    """
+    for c in range(n_chunks):
+        cols = col0 + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(
+            x_row + cols.to(tl.int64) * stride_xn,
+            mask=mask,
+            other=float("-inf"),
+            eviction_policy=EVICT,
+        )
+        y = tl.exp(x.to(tl.float32) - m) / s
+        tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, EVICT: tl.constexpr):
+    """``y`` and ``dy`` at ``cols`` as float32."""
+    cols64 = cols.to(tl.int64)
+    y = tl.load(y_row + cols64 * stride_yn, mask=mask, other=0.0, eviction_policy=EVICT)
+    dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0, eviction_policy=EVICT)
+    return y.to(tl.float32), dy.to(tl.float32)
+
+
+@triton.jit
+def _row_dot(
+    y_row,
+    stride_yn,
+    dy_row,
+    stride_dyn,
+    col0,
+    n_chunks,
+    n_cols,
+    BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
+):
+    """``sum(y * dy)`` over ``n_chunks`` chunks from ``col0``, in float32."""
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for c in range(n_chunks):
+        cols = col0 + c * BLOCK + tl.arange(0, BLOCK)
+        y, dy = _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, cols < n_cols, EVICT)
+        acc += y * dy
+    return tl.sum(acc, 0)
+
+
+@triton.jit
+def _write_grad(
+    y_row,
+    stride_yn,
+    dy_row,
+    stride_dyn,
+    dx_row,
+    dot,
+    col0,
+    n_chunks,
+    n_cols,
+    BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
+):
+    """Reread ``n_chunks`` chunks from ``col0``, last first, and write ``y * (dy - dot)``."""
+    for c in range(n_chunks):
+        cols = col0 + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        y, dy = _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, EVICT)
+        dx = y * (dy - dot)
+        tl.store(dx_row + cols, dx.to(dx_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _fwd_block_kernel(
+    x_ptr,
+    y_ptr,
+    first_row,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_ym,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """Block plan, forward: a row is loaded once, reduced in registers, stored once.
+
+    Program ``p`` takes row ``first_row + p`` (a program per row:
+    :func:`kernel_portfolio.plans.block_launches`). A ``TAIL`` (not 0) is a
+    second piece of the row after its first ``BLOCK`` columns
+    (:func:`kernel_portfolio.plans.block_pieces`).
+    """
+    # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
+    x_row = x_ptr + row64 * stride_xm
+    y_row = y_ptr + row64 * stride_ym
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
+    x = x.to(tl.float32)
+    m = tl.max(x, 0)  # an all -inf row: max = -inf, NaN everywhere
+    if TAIL > 0:
+        tail_cols = BLOCK + tl.arange(0, TAIL)
+        tail_mask = tail_cols < n_cols
+        x_tail = tl.load(
+            x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=float("-inf")
+        ).to(tl.float32)
+        m = tl.maximum(m, tl.max(x_tail, 0))
+    e = tl.exp(x - m)
+    s = tl.sum(e, 0)
+    if TAIL > 0:
+        e_tail = tl.exp(x_tail - m)
+        s += tl.sum(e_tail, 0)
+        tl.store(y_row + tail_cols, (e_tail / s).to(y_ptr.dtype.element_ty), mask=tail_mask)
+    tl.store(y_row + cols, (e / s).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _fwd_looped_kernel(
+    x_ptr,
+    y_ptr,
+    n_rows,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_ym,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    FIRST: tl.constexpr,
+    SECOND: tl.constexpr,
+):
+    """Looped plan, forward: online (max, sum) over the row's chunks, then a write pass."""
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    n_chunks = tl.cdiv(n_cols, BLOCK)
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)
+        x_row = x_ptr + row64 * stride_xm
+        m, s = _online_max_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK, FIRST)
+        y_row = y_ptr + row64 * stride_ym
+        _write_probs(x_row, stride_xn, y_row, m, s, 0, n_chunks, n_cols, BLOCK, SECOND)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
+def _fwd_split_stats_kernel(
+    x_ptr,
+    max_ptr,
+    sum_ptr,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    chunks_per_split,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """Split plan, forward, kernel 1: program (row, k) writes its slice's (max, sum)."""
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.program_id(1)
+    col0 = k * chunks_per_split * BLOCK
+    x_row = x_ptr + row * stride_xm
+    m, s = _online_max_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK, "")
+    slot = row * tl.num_programs(1) + k
+    tl.store(max_ptr + slot, m)
+    tl.store(sum_ptr + slot, s)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
+def _fwd_split_write_kernel(
+    x_ptr,
+    y_ptr,
+    max_ptr,
+    sum_ptr,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_ym,
+    chunks_per_split,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    MAX_SPLITS: tl.constexpr,
+):
+    """Split plan, forward, kernel 2: merge the row's (max, sum) pairs, write slice k."""
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    slots = tl.arange(0, MAX_SPLITS)
+    part_max = tl.load(max_ptr + row * n_splits + slots, mask=slots < n_splits, other=float("-inf"))
+    part_sum = tl.load(sum_ptr + row * n_splits + slots, mask=slots < n_splits, other=0.0)
+    m = tl.max(part_max, 0)
+    # No guard needed: m = -inf only when the whole row is -inf, whose answer is NaN.
+    s = tl.sum(part_sum * tl.exp(part_max - m), 0)
+    col0 = k * chunks_per_split * BLOCK
+    x_row = x_ptr + row * stride_xm
+    y_row = y_ptr + row * stride_ym
+    _write_probs(x_row, stride_xn, y_row, m, s, col0, chunks_per_split, n_cols, BLOCK, "")
+
+
+@triton.jit
+def _tagged(value, tag):
+    """One 8-byte word: ``value``'s float32 bits in the low half, ``tag`` in the high half."""
+    bits = value.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+    return (tag.to(tl.int64) << 32) | bits
+
+
+@triton.jit
+def _untagged(word):
+    """The float32 in the low half of :func:`_tagged`'s words."""
+    return word.to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _poll_tagged(ptr, slots, in_row, tag):
+    """The words at ``ptr + slots``, read again until every one in the row carries ``tag``.
+
+    Volatile loads, so each read comes from the L2, where the other
+    programs' stores land, never from a stale L1 line. A word is stored
+    whole (one 8-byte store), so a word that carries the tag holds its
+    program's value too: no fence and no second trip.
+    """
+    word = tl.zeros(slots.shape, tl.int64)
+    stale = 1
+    while stale > 0:
+        word = tl.load(ptr + slots, mask=in_row, other=0, volatile=True)
+        stale = tl.sum((((word >> 32) != tag) & in_row).to(tl.int32), 0)
+    return word
+
+
+@triton.jit(do_not_specialize=[*_RUNTIME_ARGS, "n_counters"])
+def _fwd_split_coop_kernel(
+    x_ptr,
+    y_ptr,
+    state_ptr,
+    n_counters,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    stride_ym,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    SLOTS: tl.constexpr,
+):
+    """Split plan, forward, in one launch: program (row, k) holds chunk k of the row.
+
+    It publishes its chunk's ``(m_k, s_k)`` with ``e = exp(x - m_k)``, reads
+    the row's other pairs as they arrive, ``SLOTS`` at a time, merges them
+    online into ``(m, s)`` and writes ``e * (exp(m_k - m) / s)`` from
+    registers: one ``exp`` an element and no division, where the two
+    launches' write kernel rereads ``x`` and computes ``exp(x - m) / s`` (so
+    the last bit may differ between the two).
+
+    ``state_ptr`` is the stream's buffer (:func:`_launch_forward`): the row
+    maxima words at ``[0, n_counters)``, the row sums' at ``[n_counters,
+    2 n_counters)``, then an int64 counter for each row and program count
+    (``row * n_counters + programs - 1``). Every launch adds exactly its
+    program count to its rows' counters, so a program's ticket, drawn at its
+    start, numbers its launch among that counter's (its generation). A
+    program stores its max and its sum as words tagged with that generation
+    and the program count (:func:`_tagged`); the others poll until the row's
+    words carry their tag (:func:`_poll_tagged`). A word at slot ``row *
+    programs + k`` from another program count carries another count; from
+    the same count, it was the same row's, of the previous generation (every
+    launch writes all its row's slots). The buffer starts zeroed, and a tag
+    is never 0. Every program of the launch must be resident at once, or the
+    first ones would wait for ever: see :func:`_cooperative`.
+    """
+    n_cols = n_cols // VEC * VEC
+    stride_xm = stride_xm // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    max_ptr = state_ptr
+    sum_ptr = state_ptr + n_counters
+    count_ptr = state_ptr + 2 * n_counters + row * n_counters + n_splits - 1
+    # Relaxed: only the count matters, and it comes back while the chunk loads.
+    ticket = tl.atomic_add(count_ptr, 1, sem="relaxed", scope="gpu")
+    cols = k * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(
+        x_ptr + row * stride_xm + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")
+    )
+    x = x.to(tl.float32)
+    m_k = tl.max(x, 0)
+    e = tl.exp(x - _shift_for(m_k))  # 0 where x = -inf, masked lanes too
+    generation = (ticket // n_splits) % COOP_GENERATIONS
+    tag = generation * COOP_TAG_COUNTS + n_splits
+    slot = row * n_splits + k
+    tl.store(max_ptr + slot, _tagged(m_k, tag))
+    tl.store(sum_ptr + slot, _tagged(tl.sum(e, 0), tag))
+    # The row's pairs, SLOTS at a time (all of them past COOP_SLOTS), merged online.
+    m = float("-inf")
+    s = 0.0
+    for first in range(0, n_splits, SLOTS):
+        slots = row * n_splits + first + tl.arange(0, SLOTS)
+        in_row = first + tl.arange(0, SLOTS) < n_splits
+        part_max = _untagged(_poll_tagged(max_ptr, slots, in_row, tag))
+        part_sum = _untagged(_poll_tagged(sum_ptr, slots, in_row, tag))
+        part_max = tl.where(in_row, part_max, float("-inf"))
+        part_sum = tl.where(in_row, part_sum, 0.0)
+        m_new = tl.maximum(m, tl.max(part_max, 0))
+        shift = _shift_for(m_new)
+        s = s * tl.exp(m - shift) + tl.sum(part_sum * tl.exp(part_max - shift), 0)
+        m = m_new
+    # m = -inf only when the whole row is (s = 0): the scale is NaN, as the answer.
+    scale = tl.exp(m_k - m) / s
+    tl.store(y_ptr + row * stride_ym + cols, (e * scale).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _bwd_block_kernel(
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    n_rows,
+    n_cols,
+    stride_ym,
+    stride_yn,
+    stride_dym,
+    stride_dyn,
+    stride_dxm,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """Block plan, backward: ``dx = y * (dy - sum(dy * y))``, one read and one write per row.
+
+    ``TAIL`` as in :func:`_fwd_block_kernel`.
+    """
+    n_cols = n_cols // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    stride_dym = stride_dym // VEC * VEC
+    stride_dxm = stride_dxm // VEC * VEC
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    if TAIL > 0:
+        tail_cols = BLOCK + tl.arange(0, TAIL)
+        tail_mask = tail_cols < n_cols
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)
+        y_row = y_ptr + row64 * stride_ym
+        dy_row = dy_ptr + row64 * stride_dym
+        dx_row = dx_ptr + row64 * stride_dxm
+        y = tl.load(y_row + cols.to(tl.int64) * stride_yn, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+        dot = tl.sum(y * dy, 0)
+        if TAIL > 0:
+            tail64 = tail_cols.to(tl.int64)
+            y_tail = tl.load(y_row + tail64 * stride_yn, mask=tail_mask, other=0.0).to(tl.float32)
+            dy_tail = tl.load(dy_row + tail64 * stride_dyn, mask=tail_mask, other=0.0)
+            dy_tail = dy_tail.to(tl.float32)
+            dot += tl.sum(y_tail * dy_tail, 0)
+            dx_tail = y_tail * (dy_tail - dot)
+            tl.store(dx_row + tail_cols, dx_tail.to(dx_ptr.dtype.element_ty), mask=tail_mask)
+        dx = y * (dy - dot)
+        tl.store(dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _bwd_looped_kernel(
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    n_rows,
+    n_cols,
+    stride_ym,
+    stride_yn,
+    stride_dym,
+    stride_dyn,
+    stride_dxm,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    FIRST: tl.constexpr,
+    SECOND: tl.constexpr,
+):
+    """Looped plan, backward: a dot-product pass over the row's chunks, then a write pass."""
+    n_cols = n_cols // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    stride_dym = stride_dym // VEC * VEC
+    stride_dxm = stride_dxm // VEC * VEC
+    n_chunks = tl.cdiv(n_cols, BLOCK)
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)
+        y_row = y_ptr + row64 * stride_ym
+        dy_row = dy_ptr + row64 * stride_dym
+        dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, 0, n_chunks, n_cols, BLOCK, FIRST)
+        dx_row = dx_ptr + row64 * stride_dxm
+        _write_grad(
+            y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, 0, n_chunks, n_cols, BLOCK, SECOND
+        )
+
+
+@triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
+def _bwd_split_dot_kernel(
+    y_ptr,
+    dy_ptr,
+    dot_ptr,
+    n_cols,
+    stride_ym,
+    stride_yn,
+    stride_dym,
+    stride_dyn,
+    chunks_per_split,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+):
+    """Split plan, backward, kernel 1: program (row, k) writes its slice's ``sum(y * dy)``."""
+    n_cols = n_cols // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    stride_dym = stride_dym // VEC * VEC
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.program_id(1)
+    col0 = k * chunks_per_split * BLOCK
+    y_row = y_ptr + row * stride_ym
+    dy_row = dy_ptr + row * stride_dym
+    dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, chunks_per_split, n_cols, BLOCK, "")
+    tl.store(dot_ptr + row * tl.num_programs(1) + k, dot)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
+def _bwd_split_write_kernel(
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    dot_ptr,
+    n_cols,
+    stride_ym,
+    stride_yn,
+    stride_dym,
+    stride_dyn,
+    stride_dxm,
+    chunks_per_split,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    MAX_SPLITS: tl.constexpr,
+):
+    """Split plan, backward, kernel 2: add up the row's partial dots, write slice k."""
+    n_cols = n_cols // VEC * VEC
+    stride_ym = stride_ym // VEC * VEC
+    stride_dym = stride_dym // VEC * VEC
+    stride_dxm = stride_dxm // VEC * VEC
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    slots = tl.arange(0, MAX_SPLITS)
+    dot = tl.sum(tl.load(dot_ptr + row * n_splits + slots, mask=slots < n_splits, other=0.0), 0)
+    col0 = k * chunks_per_split * BLOCK
+    y_row = y_ptr + row * stride_ym
+    dy_row = dy_ptr + row * stride_dym
+    dx_row = dx_ptr + row * stride_dxm
+    _write_grad(
+        y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, chunks_per_split, n_cols, BLOCK, ""
+    )
+
+
+# ---------------------------------------------------------------------------
+# Launchers
+# ---------------------------------------------------------------------------
+
+
+def _cooperative(n_rows: int, n_splits: int, chunks_per_split: int, device: torch.device) -> bool:
+    """Whether a split forward runs as one launch of programs that wait for each other.
+
+    Each program must hold its slice in registers (one chunk), and every
+    program must be resident at once: at most one a streaming multiprocessor,
+    which any kernel gets, so a grid no larger than the SM count can wait
+    without deadlock even when other work holds the GPU. Only for compiled
+    kernels on real tensors: the interpreter runs programs one after
+    another (the first would wait for ever), and a traced launch
+    (``torch.compile``, dispatch modes: :func:`eager_route` is False) cannot
+    carry the per-stream state. A program count must also fit the words'
+    tags (``COOP_TAG_COUNTS``). Otherwise the two launches of the split plan.
+    """
+    return (
+        chunks_per_split == 1
+        and n_splits < COOP_TAG_COUNTS.value
+        and n_rows * n_splits <= plans.sm_count(device)
+        and not interpreter_enabled()
+        and eager_route()
+    )
+
+
+def _coop_slots(n_splits: int) -> int:
+    """Words a cooperative program polls at once: the whole row's, at least ``COOP_SLOTS``.
+
+    Up to ``COOP_SLOTS`` programs a row, one warp's reduction; past that, one
+    poll of every word merged across warps (shared memory and a barrier a
+    poll), where polling ``COOP_SLOTS`` words at a time would wait one round
+    trip to the L2 per group in turn (1x262144 float16 in 64 programs: 5.88
+    us against the two launches' 4.06, ``coop-split-ab-20261203T2034Z.log``).
+    """
+    return max(COOP_SLOTS, triton.next_power_of_2(n_splits))
+
+
+def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> None:
+    """Write the softmax of ``x``'s rows (its last dimension) into ``y``.
+
+    ``y`` is contiguous with ``x``'s shape and dtype, so row ``r`` starts at
+    ``r * n_cols``. Tests pass a NaN-poisoned ``y`` to prove that every element
+    is written.
+    """
+    if not y.is_contiguous():
+        raise ValueError("y must be contiguous")
+    if x.numel() == 0:
+        return
+    x2 = plans.as_rows(x)
+    n_rows, n_cols = x2.shape
+    stride_xm, stride_xn = x2.stride()
+    consts = {
+        "BLOCK": plan.block,
+        "VEC": plans.vec_width(x.element_size(), n_cols, (stride_xm, n_cols)),
+        "num_warps": plan.num_warps,
+    }
+    with device_guard(x):
+        if plan.kind == "block":
+            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
+            for first_row, programs in plans.block_launches(n_rows):
+                launchable(_fwd_block_kernel)[(programs,)](
+                    x2, y, first_row, n_cols, stride_xm, stride_xn, n_cols, **consts
+                )
+            return
+        if plan.kind == "looped":
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
+            launchable(_fwd_looped_kernel)[grid](
+                x2,
+                y,
+                n_rows,
+                n_cols,
+                stride_xm,
+                stride_xn,
+                n_cols,
+                FIRST=LOOPED_FIRST_PASS,
+                SECOND=LOOPED_SECOND_PASS,
+                **consts,
+            )
+            return
+        chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
+        grid = (n_rows, n_splits)
+        if _cooperative(n_rows, n_splits, chunks_per_split, x.device):
+            # Words for every program of the grid, and a counter a row and program
+            # count: all three at most the SM count.
+            sms = plans.sm_count(x.device)
+            state = stream_buffer("softmax row state", (2 + sms) * sms, torch.int64, x.device)
+            launchable(_fwd_split_coop_kernel)[grid](
+                x2,
+                y,
+                state,
+                sms,
+                n_cols,
+                stride_xm,
+                stride_xn,
+                n_cols,
+                SLOTS=_coop_slots(n_splits),
+                **consts,
+            )
+            return
+        part_max = scratch((n_rows, n_splits), torch.float32, x.device)
+        part_sum = scratch((n_rows, n_splits), torch.float32, x.device)
+        launchable(_fwd_split_stats_kernel)[grid](
+            x2, part_max, part_sum, n_cols, stride_xm, stride_xn, chunks_per_split, **consts
+        )
+        launchable(_fwd_split_write_kernel)[grid](
+            x2,
+            y,
+            part_max,
+            part_sum,
+            n_cols,
+            stride_xm,
+            stride_xn,
+            n_cols,
+            chunks_per_split,
+            MAX_SPLITS=plans.MAX_SPLITS,
+            **consts,
+        )
+
+
+def _launch_backward(
+    y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, plan: plans.RowPlan
+) -> None:
+    """Write ``dx = y * (dy - sum(dy * y))`` row by row into ``dx``.
+
+    ``y`` and ``dy`` may have any strides; ``dx`` is contiguous with ``y``'s
+    shape and dtype (tests pass a NaN-poisoned one).
+    """
+    if not dx.is_contiguous():
+        raise ValueError("dx must be contiguous")
+    if y.numel() == 0:
+        return
+    y2, dy2 = plans.as_rows(y), plans.as_rows(dy)
+    n_rows, n_cols = y2.shape
+    strides = (*y2.stride(), *dy2.stride())  # stride_ym, stride_yn, stride_dym, stride_dyn
+    consts = {
+        "BLOCK": plan.block,
+        "VEC": plans.vec_width(y.element_size(), n_cols, (y2.stride(0), dy2.stride(0), n_cols)),
+        "num_warps": plan.num_warps,
+    }
+    with device_guard(y):
+        if plan.kind == "block":
+            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
+        if plan.kind in ("block", "looped"):
+            kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
+            if plan.kind == "looped":
+                consts |= {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
+            launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
+            return
+        chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
+        part_dot = scratch((n_rows, n_splits), torch.float32, y.device)
+        grid = (n_rows, n_splits)
+        launchable(_bwd_split_dot_kernel)[grid](
+            y2, dy2, part_dot, n_cols, *strides, chunks_per_split, **consts
+        )
+        launchable(_bwd_split_write_kernel)[grid](
+            y2,
+            dy2,
+            dx,
+            part_dot,
+            n_cols,
+            *strides,
+            n_cols,
+            chunks_per_split,
+            MAX_SPLITS=plans.MAX_SPLITS,
+            **consts,
+        )
+
+
+# ---------------------------------------------------------------------------
+# torch.library registration (custom ops + autograd)
+# ---------------------------------------------------------------------------
+
+
+def _forward(x: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """The softmax of ``x``'s rows: the body of ``kp::softmax`` and of the eager routes."""
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _launch_forward(x, y, plan)
+    return y
+
+
+def _backward_rows(y: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """``dx`` from ``y`` and ``dy``: the body of ``kp::softmax_backward`` and the eager backward."""
+    dx = torch.empty_like(y, memory_format=torch.contiguous_format)
+    _launch_backward(y, dy, dx, plan)
+    return dx
+
+
+def _forward_direct(x: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """:func:`_forward` launching straight: the direct route, and the Function's forward."""
+    with direct_launches():
+        return _forward(x, plan)
+
+
+def _backward_direct(y: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
+    """:func:`_backward_rows` launching straight: the Function's backward."""
+    with direct_launches():
+        return _backward_rows(y, dy, plan)
+
+
+@triton_op("kp::softmax", mutates_args=())
+def _softmax_op(
+    x: torch.Tensor, kind: str, block: int, num_warps: int, splits: int
+) -> torch.Tensor:
+    return _forward(x, plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits)))
+
+
+@triton_op("kp::softmax_backward", mutates_args=())
+def _softmax_backward_op(
+    y: torch.Tensor, dy: torch.Tensor, kind: str, block: int, num_warps: int, splits: int
+) -> torch.Tensor:
+    plan = plans.choose_for(y, plans.from_op_args(kind, block, num_warps, splits))
+    return _backward_rows(y, dy, plan)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(output)
+    ctx.plan_args = inputs[1:]
+
+
+def _backward(ctx, dy):
+    (y,) = ctx.saved_tensors
+    dx = torch.ops.kp.softmax_backward(y, dy, *ctx.plan_args)
+    return dx, None, None, None, None
+
+
+_softmax_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---------------------------------------------------------------------------
+# Eager route with autograd (contracts.eager_route)
+# ---------------------------------------------------------------------------
+
+
+#: The Function's forward and backward launches, recorded per signature and replayed.
+_FORWARD_REPLAYS = Replays()
+_BACKWARD_REPLAYS = Replays()
+
+
+class _Softmax(torch.autograd.Function):
+    """``softmax`` on the eager route: saves ``y`` and the plan, as ``kp::softmax`` does."""
+
+    @staticmethod
+    def forward(ctx, x, plan):
+        plan = plans.choose_for(x, plan)
+        y = _FORWARD_REPLAYS.call(_forward_direct, (x,), (plan,))
+        ctx.save_for_backward(y)
+        ctx.plan = plan
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        if eager_route():
+            return _BACKWARD_REPLAYS.call(_backward_direct, (y, dy), (ctx.plan,)), None
+        # A backward replayed under a dispatch mode (compiled autograd).
+        return torch.ops.kp.softmax_backward(y, dy, *plans.to_op_args(ctx.plan)), None
+
+
+# ---------------------------------------------------------------------------
+# Public function
+# ---------------------------------------------------------------------------
+
+#: Direct-route calls recorded per input signature and replayed (:class:`Replays`).
+_REPLAYS = Replays()
+
+
+def softmax(x: torch.Tensor, dim: int = -1, plan: str | plans.RowPlan = "auto") -> torch.Tensor:
+    """Softmax along ``dim``; equals ``torch.softmax(x, dim)``.
+
+    Computed in float32 and rounded once to ``x``'s dtype. ``-inf`` entries give
+    exactly 0; a row of nothing but ``-inf`` gives NaN, as in PyTorch.
+    Differentiable (``dx = y * (dy - sum(dy * y))``, on the same plan); double
+    backward is not supported.
+
+    Any strides are read in place when the leading dimensions collapse into
+    one row stride (contiguous tensors, rows with gaps, 2-D transposed or
+    expanded views); otherwise one copy is made. For ``dim`` other than the
+    last, ``x.movedim(dim, -1)`` (a view) goes through the same path and the
+    result is moved back: a view of a contiguous buffer laid out with ``dim``
+    last, so its strides differ from ``torch.softmax``'s output but its values
+    do not.
+
+    Args:
+        x: float32, float16 or bfloat16 tensor on a CUDA device (or on the CPU
+            with ``TRITON_INTERPRET=1``). Any shape, including empty.
+        dim: The dimension to normalise over.
+        plan: ``"auto"`` (:func:`kernel_portfolio.plans.choose` decides),
+            ``"block"``, ``"looped"``, ``"split"``, or a
+            :class:`~kernel_portfolio.plans.RowPlan` to force chunk width,
+            warps and splits.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype.
+
+    Raises:
+        TypeError: ``x`` is not a tensor or has an unsupported dtype; ``dim``
+            is not an int.
+        ValueError: ``x`` is on an unusable device; ``dim`` is out of range;
+            ``plan`` is not an allowed value, or is a block plan narrower than
+            the row.
+
+    Note:
+        The kernels compile once per dtype and plan: the row count, the width
+        and the strides are runtime arguments, so a new batch size (or a new
+        width with the same block pieces) does not recompile. The
+        module docstring says what is specialised and why.
+
+    Example:
+        >>> import kernel_portfolio as kp
+        >>> probs = kp.softmax(scores, dim=-1)   # scores: (batch, heads, q, k)
+    """
+    return _REPLAYS.call(_softmax, (x,), (dim, plan))
+
+
+def _softmax(x: torch.Tensor, dim: int, plan: str | plans.RowPlan) -> torch.Tensor:
+    """The body of :func:`softmax` (what a replay stands in for): checks, then a route."""
+    check_tensor(x, "x")
+    dim = check_dim(dim, x.ndim)
+    last = dim == max(x.ndim - 1, 0)
+    rows = x.reshape(1) if x.ndim == 0 else x if last else x.movedim(dim, -1)
+    if direct_route(x):
+        y = _forward_direct(rows, plans.choose_for(rows, plan))
+    elif eager_route():
+        y = _Softmax.apply(rows, plan)
+    else:
+        y = torch.ops.kp.softmax(rows, *plans.to_op_args(plan))
+    if x.ndim == 0:
+        return y.reshape(())
+    return y if last else y.movedim(-1, dim)
