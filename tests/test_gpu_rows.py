@@ -260,8 +260,9 @@ def test_torch_compile_fullgraph_forward_and_backward(plan):
 
     A traced launch never takes the softmax's cooperative launch
     (``softmax._cooperative``), whose last bit may differ from the two
-    launches': where eager takes it (64 rows of 5000 split), both must match
-    the float64 reference instead.
+    launches': where eager takes it (the split plan here, whose 64 and 96
+    rows of 5000 columns fit the SMs), both must match the float64
+    reference instead.
     """
     torch._dynamo.reset()
 
