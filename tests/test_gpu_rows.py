@@ -84,6 +84,15 @@ COOPERATIVE = [
 ]
 
 
+def _eager_runs_cooperative(x: torch.Tensor, plan: str | plans.RowPlan) -> bool:
+    """Whether an eager softmax forward of 2-D ``x`` takes the one cooperative launch."""
+    row_plan = plans.choose_for(x, plan)
+    if row_plan.kind != "split":
+        return False
+    chunks_per_split, n_splits = plans.split_segments(x.shape[-1], row_plan)
+    return softmax_ops._cooperative(x.shape[0], n_splits, chunks_per_split, x.device)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("shape", "plan"), COOPERATIVE, ids=str)
 def test_a_cooperative_split_matches_the_reference_and_two_launches(
@@ -91,8 +100,7 @@ def test_a_cooperative_split_matches_the_reference_and_two_launches(
 ):
     x = _logits(shape, dtype)
     chosen = plans.choose_for(x, plan)
-    per_program, n_splits = plans.split_segments(shape[-1], chosen)
-    assert softmax_ops._cooperative(shape[0], n_splits, per_program, x.device), chosen
+    assert _eager_runs_cooperative(x, plan), chosen
     together = poison(torch.empty_like(x))
     softmax_ops._launch_forward(x, together, chosen)
     assert_matches(together, reference.softmax(x), dtype, f"one launch, {chosen}")
@@ -243,15 +251,6 @@ def test_opcheck(plan):
     opcheck(torch.ops.kp.softmax_backward.default, (y, dy, plan, 0, 0, 0))
     opcheck(torch.ops.kp.row_sum.default, (x, None, plan, 0, 0, 0))
     opcheck(torch.ops.kp.row_sum.default, (x.half(), torch.float32, plan, 0, 0, 0))
-
-
-def _eager_runs_cooperative(x: torch.Tensor, plan: str) -> bool:
-    """Whether an eager softmax forward of ``x`` takes the one cooperative launch."""
-    row_plan = plans.choose_for(x, plan)
-    if row_plan.kind != "split":
-        return False
-    chunks_per_split, n_splits = plans.split_segments(x.shape[-1], row_plan)
-    return softmax_ops._cooperative(x.shape[0], n_splits, chunks_per_split, x.device)
 
 
 @pytest.mark.parametrize("plan", ["auto", "looped", "split"])
