@@ -13,6 +13,7 @@ import pytest
 import torch
 from kp_testing import (
     assert_matches,
+    captured_launches,
     global_memory_ops,
     poison,
     record_launches,
@@ -206,54 +207,35 @@ def test_block_plan_sums_narrow_rows_several_a_program(device, monkeypatch):
     assert (name, grid, kw["ROWS"], kw["num_warps"]) == ("_block_kernel", (38,), 4, 4)
 
 
-def test_contiguous_rows_compile_to_16_byte_loads():
-    """Every row load of every plan is a 16-byte vector on sm_90 (float16 rows).
+#: (plan, width): each plan at an aligned width and at widths whose rows are
+#: not 16-byte aligned (odd, and a multiple of 4 but not 8), which the kernels
+#: peel into a head, an aligned body and a tail.
+VECTOR_CASES = [
+    ("block", 1000),
+    ("block", 1001),
+    ("looped", 4096),
+    ("looped", 50257),
+    ("split", 4100),
+    ("split", 50257),
+]
 
-    Only the ``VEC`` rebuild in each kernel proves the alignment of the
-    unspecialised ``n_cols`` and row stride (see test_softmax.py).
+
+@pytest.mark.parametrize(("plan", "n_cols"), VECTOR_CASES)
+def test_rows_compile_to_16_byte_loads_at_any_width(plan, n_cols, monkeypatch):
+    """Every plan's row body loads 16-byte vectors on sm_90 (float16), aligned or not.
+
+    The launch is captured from the launcher (its ``VEC`` and ``PEEL``) and
+    compiled as Triton's launcher would. Aligned rows have no narrower load;
+    a peeled row's head and tail are its only 2-byte loads.
     """
-    rows = {
-        "x_ptr": "*fp16",
-        "out_ptr": "*fp16",
-        "first_row": "i32",
-        "n_rows": "i32",
-        "n_cols": "i32",
-    }
-    split = {
-        "x_ptr": "*fp16",
-        "out_ptr": "*fp16",
-        "partial_ptr": "*fp32",
-        "count_ptr": "*i32",
-        "n_cols": "i32",
-        "chunks_per_split": "i32",
-    }
-    specs = [
-        {"kernel": "_block_kernel", "signature": {**rows, "stride_xm": "i32"}},
-        {"kernel": "_looped_kernel", "signature": {**rows, "stride_xm": "i32"}},
-        {"kernel": "_split_kernel", "signature": {**split, "stride_xm": "i32"}},
-    ]
-    compiled = global_memory_ops(
-        [
-            {
-                **spec,
-                "module": "kernel_portfolio.ops.row_sum",
-                "constexprs": {
-                    "BLOCK": 4096,
-                    "TAIL": 0,
-                    "ROWS": 2,
-                    "VEC": 8,
-                    "MAX_SPLITS": 256,
-                    "stride_xn": 1,
-                },
-                "aligned": ["x_ptr", "out_ptr", "partial_ptr", "count_ptr"],
-                "num_warps": 8,
-            }
-            for spec in specs
-        ]
-    )
-    for spec, ops in zip(specs, compiled, strict=True):
-        assert "ld.global.v4.b32" in ops, (spec["kernel"], ops)
-        assert "ld.global.b16" not in ops, (spec["kernel"], ops)
+    x = torch.empty(64, n_cols, dtype=torch.float16)
+    out = torch.empty(64, dtype=torch.float16)
+    chosen = plans.choose_for(x, plan)
+    [spec] = captured_launches(monkeypatch, [row_sum_mod], lambda: _launch_row_sum(x, out, chosen))
+    [ops] = global_memory_ops([spec])
+    assert spec["values"]["PEEL"] == (n_cols % 8 != 0)
+    assert "ld.global.v4.b32" in ops, ops
+    assert ("ld.global.b16" in ops) == spec["values"]["PEEL"], ops
 
 
 def test_custom_op_schema_and_autograd_registration(device):
