@@ -29,7 +29,9 @@ writes it (``STORE_RSTD`` false).
 ``dweight`` is deterministic: no atomics. Each backward program accumulates a
 float32 partial ``dweight`` over a fixed set of rows (a few partial rows
 per SM, :func:`_bwd_launch`), and a second kernel sums the partial rows in a
-fixed order.
+fixed order. In a peeled launch (below) a program's rows share one head, so
+that a register of its partial ``dweight`` holds one column over all of them
+(:func:`_backward`).
 
 Memory traffic for ``M`` rows of ``N`` elements of ``E`` bytes, leaving out
 ``rstd`` (4 bytes a row, written only by a forward that autograd records),
@@ -64,17 +66,29 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   ``g * h`` per (row, slice); the main kernel walks column chunks and, inside
   each, its rows, so that the partial ``dweight`` of a chunk stays in
   registers. ``dy`` and ``h`` are therefore read twice.
+* Rows whose stride is not a multiple of 16 bytes (an odd width, or a
+  multiple of 4 but not 8 half-precision columns) move the same bytes: the
+  kernels peel each row into a head, a 16-byte aligned body and a tail
+  (``PEEL``, :mod:`kernel_portfolio.ops.peel`), and every tensor of a launch
+  shares the row's head. The weight and ``dweight`` are indexed by absolute
+  column (head plus body column), so in a peeled launch the body's weight
+  loads and partial ``dweight`` stores are not 16-byte aligned and move one
+  element an instruction; the weight comes from L1/L2, a partial ``dweight``
+  row is written once a program. The partial ``dweight`` rows are ``N``
+  padded to a multiple of 4 floats, so that the reduction reads 16-byte
+  vectors at any ``N``.
 
 Specialisation, as in the other row operators. Compile-time values: the
 dtypes, ``HAS_RESIDUAL``, ``HAS_WEIGHT``, ``HAS_DH``, ``STORE_RSTD``,
 ``ONE_CHUNK``, ``BLOCK``, ``TAIL`` and ``num_warps`` (fixed by the plan: a
 block plan's row just past a power of two is held as a main block and a small
-tail, :func:`kernel_portfolio.plans.block_pieces`), and ``VEC``
-(:func:`kernel_portfolio.plans.vec_width`: the 16-byte vector width the row
-width and row strides allow). Runtime arguments that Triton is told not to
+tail, :func:`kernel_portfolio.plans.block_pieces`), and ``VEC`` and
+``PEEL`` (:func:`kernel_portfolio.plans.row_vec`: the 16-byte vector width,
+and whether rows not aligned to it are peeled into a head, an aligned body
+and a tail). Runtime arguments that Triton is told not to
 specialise (``do_not_specialize``): the row count (or a launch's first row),
-the row width, the row strides, the chunks per split slice and the number of
-partial rows; ``eps`` is
+the row width, the row strides (the partial ``dweight`` rows' too), the
+chunks per split slice and the number of partial rows; ``eps`` is
 a float, which Triton never specialises. Column strides keep Triton's default
 specialisation (a stride of 1 compiles to contiguous vector loads). So a new
 batch size reuses the compiled kernels; only ``plan="auto"`` switching between
@@ -123,6 +137,7 @@ from kernel_portfolio.contracts import (
     not_replayable,
     scratch,
 )
+from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = [
@@ -137,6 +152,7 @@ _RUNTIME_ARGS = [
     "stride_dym",
     "stride_hm",
     "stride_dhm",
+    "stride_pm",
 ]
 #: ``tl.load``'s ``eviction_policy`` for the two passes of a looped plan's
 #: forward over a row (the ``_fwd_looped_kernel``'s ``FIRST`` and ``SECOND``; ``""``
@@ -147,6 +163,21 @@ LOOPED_SECOND_PASS = "evict_first"
 # ---------------------------------------------------------------------------
 # Kernels
 # ---------------------------------------------------------------------------
+# Row pointers (``x_row``, ``h_row``, ...) point at a row's body, and ``cols``
+# count from there (:mod:`kernel_portfolio.ops.peel`); ``w_ptr`` and the
+# partial ``dweight`` rows are offset by the row's head, so that they too are
+# indexed by body column. Without ``PEEL`` the head is 0 and the body the row.
+
+
+@triton.jit
+def _row_head(row_offset, VEC: tl.constexpr, PEEL: tl.constexpr):
+    """:func:`kernel_portfolio.ops.peel.row_head` as int32 (it is below ``VEC``).
+
+    The body's width and columns then stay 32-bit: an int64 head made every
+    mask an int64 compare and took the looped forward from 64 registers to
+    106 on sm_90 (50264 bfloat16 columns, not even peeled).
+    """
+    return row_head(row_offset, VEC, PEEL).to(tl.int32)
 
 
 @triton.jit
@@ -204,6 +235,27 @@ def _sum_squares(
 
 
 @triton.jit
+def _reload_h(x_row, stride_xn, h_row, cols, mask, HAS_RESIDUAL: tl.constexpr, EVICT: tl.constexpr):
+    """``h`` at ``cols`` as float32, re-read: from the ``h`` output (residual) or from ``x``."""
+    if HAS_RESIDUAL:
+        h = tl.load(h_row + cols, mask=mask, other=0.0, eviction_policy=EVICT)
+    else:
+        h = tl.load(
+            x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0, eviction_policy=EVICT
+        )
+    return h.to(tl.float32)
+
+
+@triton.jit
+def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr):
+    """Store ``h * rstd`` (times the weight) at ``cols``; the weight is read here, late."""
+    y = h * rstd
+    if HAS_WEIGHT:
+        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _normalise(
     x_row,
     stride_xn,
@@ -228,34 +280,19 @@ def _normalise(
     for c in range(n_chunks):
         cols = start + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
-        if HAS_RESIDUAL:
-            h = tl.load(h_row + cols, mask=mask, other=0.0, eviction_policy=EVICT)
-        else:
-            h = tl.load(
-                x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0, eviction_policy=EVICT
-            )
-        y = h.to(tl.float32) * rstd
-        if HAS_WEIGHT:
-            y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr):
-    """Store ``h * rstd`` (times the weight) at ``cols``; the weight is read here, late."""
-    y = h * rstd
-    if HAS_WEIGHT:
-        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
+        h = _reload_h(x_row, stride_xn, h_row, cols, mask, HAS_RESIDUAL, EVICT)
+        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
 
 
 @triton.jit
 def _slice(chunks_per_split, n_cols, BLOCK: tl.constexpr):
-    """Columns ``[start, end)`` of this program's slice (grid axis 1) of a row.
+    """Columns ``[start, end)`` of this program's slice (grid axis 1) of a row's body.
 
     Slices are whole chunks, so ``start`` is a multiple of ``BLOCK``: the
     compiler can prove every chunk aligned (16-byte vectors), and a chunk
-    reaches past ``end`` only at the row's end, so ``cols < n_cols`` masks it.
+    reaches past ``end`` only at the body's end, so ``cols < n_cols`` (the
+    body's width) masks it. The host cuts the whole row, so a peeled row's
+    last slice may hold no body column (``end <= start``).
     """
     start = tl.program_id(1) * chunks_per_split * BLOCK
     return start, tl.minimum(start + chunks_per_split * BLOCK, n_cols)
@@ -275,6 +312,8 @@ def _fwd_row_in_registers(
     h_row,
     y_row,
     w_ptr,
+    head,
+    n_body,
     n_cols,
     stride_xn,
     stride_rn,
@@ -283,6 +322,8 @@ def _fwd_row_in_registers(
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
     TAIL: tl.constexpr,
+    VEC: tl.constexpr,
+    PEEL: tl.constexpr,
 ):
     """Normalise one row held in registers (``BLOCK`` columns, then a ``TAIL``); return ``rstd``.
 
@@ -290,24 +331,33 @@ def _fwd_row_in_registers(
     it: at 8192 columns and 16 warps that is 39 registers instead of 50 on
     sm_90 (three programs per SM instead of two), at 16384 columns 64 instead
     of 82 (two instead of one). A ``TAIL`` (not 0) is a second piece of the
-    row after its first ``BLOCK`` columns
-    (:func:`kernel_portfolio.plans.block_pieces`).
+    row's body after its first ``BLOCK`` columns
+    (:func:`kernel_portfolio.plans.block_pieces`); ``PEEL`` adds the row's
+    head and tail (``n_body`` body columns of ``n_cols``).
     """
     cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
+    mask = cols < n_body
     h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, "")
     ss = tl.sum(h * h, axis=0)
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
-        tail_mask = tail_cols < n_cols
+        tail_mask = tail_cols < n_body
         h_tail = _load_h(
             x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
         )
         ss += tl.sum(h_tail * h_tail, axis=0)
+    if PEEL:
+        peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+        h_peel = _load_h(
+            x_row, r_row, h_row, peel, peel_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
+        )
+        ss += tl.sum(h_peel * h_peel, axis=0)
     rstd = tl.rsqrt(ss / n_cols + eps)
     _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
     if TAIL > 0:
         _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
+    if PEEL:
+        _store_y(y_row, w_ptr, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
     return rstd
 
 
@@ -332,23 +382,23 @@ def _fwd_block_kernel(
     BLOCK: tl.constexpr,
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
 ):
     """Block plan: program ``p`` takes row ``first_row + p``, held in registers.
 
     A program per row (:func:`kernel_portfolio.plans.block_launches`).
     ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
-    # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
-    n_cols = n_cols // VEC * VEC
-    stride_xm = stride_xm // VEC * VEC
-    stride_rm = stride_rm // VEC * VEC
     row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
+    head = _row_head(row64 * stride_xm, VEC, PEEL)
     rstd = _fwd_row_in_registers(
-        x_ptr + row64 * stride_xm,
-        r_ptr + row64 * stride_rm,
-        h_ptr + row64 * n_cols,
-        y_ptr + row64 * n_cols,
-        w_ptr,
+        x_ptr + body_offset(row64 * stride_xm, head, VEC),
+        r_ptr + body_offset(row64 * stride_rm, head, VEC),
+        h_ptr + body_offset(row64 * n_cols, head, VEC),
+        y_ptr + body_offset(row64 * n_cols, head, VEC),
+        w_ptr + head,
+        head,
+        body_width(n_cols, head, VEC),
         n_cols,
         stride_xn,
         stride_rn,
@@ -357,6 +407,8 @@ def _fwd_block_kernel(
         HAS_WEIGHT,
         BLOCK,
         TAIL,
+        VEC,
+        PEEL,
     )
     if STORE_RSTD:
         tl.store(rstd_ptr + row64, rstd)
@@ -383,6 +435,7 @@ def _fwd_looped_kernel(
     BLOCK: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
 ):
@@ -390,28 +443,31 @@ def _fwd_looped_kernel(
 
     The row loop is not software-pipelined (``num_stages=1``): a program
     re-reads its row from L2. ``ONE_CHUNK`` (``BLOCK >= n_cols``) keeps the
-    row in registers (:func:`_fwd_row_in_registers`). Otherwise the row is
-    walked twice, re-reading ``h`` from the ``h`` output (residual) or from
-    ``x``; the first pass loads with the eviction policy ``FIRST`` and the
-    second with ``SECOND``. ``rstd_ptr`` is written only when ``STORE_RSTD``.
+    row in registers (:func:`_fwd_row_in_registers`). Otherwise the row's
+    body is walked twice, re-reading ``h`` from the ``h`` output (residual)
+    or from ``x``; the first pass loads with the eviction policy ``FIRST``
+    and the second with ``SECOND``. ``PEEL``: the row's head and tail are
+    loaded (and ``h`` stored) with the first pass and held in registers for
+    the second. ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
-    # Same values, now visibly multiples of VEC: 16-byte accesses (plans.vec_width).
-    n_cols = n_cols // VEC * VEC
-    stride_xm = stride_xm // VEC * VEC
-    stride_rm = stride_rm // VEC * VEC
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
-        x_row = x_ptr + row64 * stride_xm
-        r_row = r_ptr + row64 * stride_rm
-        h_row = h_ptr + row64 * n_cols
-        y_row = y_ptr + row64 * n_cols
+        head = _row_head(row64 * stride_xm, VEC, PEEL)
+        n_body = body_width(n_cols, head, VEC)
+        x_row = x_ptr + body_offset(row64 * stride_xm, head, VEC)
+        r_row = r_ptr + body_offset(row64 * stride_rm, head, VEC)
+        h_row = h_ptr + body_offset(row64 * n_cols, head, VEC)
+        y_row = y_ptr + body_offset(row64 * n_cols, head, VEC)
+        w_row = w_ptr + head
         if ONE_CHUNK:
             rstd = _fwd_row_in_registers(
                 x_row,
                 r_row,
                 h_row,
                 y_row,
-                w_ptr,
+                w_row,
+                head,
+                n_body,
                 n_cols,
                 stride_xn,
                 stride_rn,
@@ -420,6 +476,8 @@ def _fwd_looped_kernel(
                 HAS_WEIGHT,
                 BLOCK,
                 0,
+                VEC,
+                PEEL,
             )
         else:
             ss = _sum_squares(
@@ -429,13 +487,19 @@ def _fwd_looped_kernel(
                 stride_xn,
                 stride_rn,
                 0,
-                n_cols,
-                n_cols,
+                n_body,
+                n_body,
                 HAS_RESIDUAL,
                 BLOCK,
                 FIRST,
                 1,
             )
+            if PEEL:
+                peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+                h_peel = _load_h(
+                    x_row, r_row, h_row, peel, peel_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
+                )
+                ss += tl.sum(h_peel * h_peel, axis=0)
             rstd = tl.rsqrt(ss / n_cols + eps)
             if HAS_RESIDUAL:
                 # The second pass re-reads h that other threads of this program stored.
@@ -444,17 +508,19 @@ def _fwd_looped_kernel(
                 x_row,
                 stride_xn,
                 h_row,
-                w_ptr,
+                w_row,
                 y_row,
                 rstd,
                 0,
-                n_cols,
-                n_cols,
+                n_body,
+                n_body,
                 HAS_RESIDUAL,
                 HAS_WEIGHT,
                 BLOCK,
                 SECOND,
             )
+            if PEEL:
+                _store_y(y_row, w_row, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
         if STORE_RSTD:
             tl.store(rstd_ptr + row64, rstd)
 
@@ -474,31 +540,41 @@ def _fwd_partial_kernel(
     HAS_RESIDUAL: tl.constexpr,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
     STEP: tl.constexpr,
 ):
     """Split plan, kernel 1: program ``(row, s)`` sums squares over slice ``s`` (and writes h).
 
-    ``STEP`` chunks a step (:data:`FWD_SPLIT_STEP`).
+    ``STEP`` chunks a step (:data:`FWD_SPLIT_STEP`). Slice 0 also takes a
+    peeled row's head and tail.
     """
-    n_cols = n_cols // VEC * VEC
-    stride_xm = stride_xm // VEC * VEC
-    stride_rm = stride_rm // VEC * VEC
     row64 = tl.program_id(0).to(tl.int64)
-    start, end = _slice(chunks_per_split, n_cols, BLOCK)
+    head = _row_head(row64 * stride_xm, VEC, PEEL)
+    n_body = body_width(n_cols, head, VEC)
+    x_row = x_ptr + body_offset(row64 * stride_xm, head, VEC)
+    r_row = r_ptr + body_offset(row64 * stride_rm, head, VEC)
+    h_row = h_ptr + body_offset(row64 * n_cols, head, VEC)
+    start, end = _slice(chunks_per_split, n_body, BLOCK)
     ss = _sum_squares(
-        x_ptr + row64 * stride_xm,
-        r_ptr + row64 * stride_rm,
-        h_ptr + row64 * n_cols,
+        x_row,
+        r_row,
+        h_row,
         stride_xn,
         stride_rn,
         start,
         end,
-        n_cols,
+        n_body,
         HAS_RESIDUAL,
         BLOCK,
         "",
         STEP,
     )
+    if PEEL and tl.program_id(1) == 0:
+        peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+        h_peel = _load_h(
+            x_row, r_row, h_row, peel, peel_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
+        )
+        ss += tl.sum(h_peel * h_peel, axis=0)
     tl.store(ss_ptr + row64 * tl.num_programs(1) + tl.program_id(1), ss)
 
 
@@ -520,35 +596,44 @@ def _fwd_split_kernel(
     STORE_RSTD: tl.constexpr,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
 ):
     """Split plan, kernel 2: merge the row's partial sums, write slice ``s`` of ``y``.
 
-    Slice 0 also writes the row's ``rstd`` when ``STORE_RSTD``.
+    Slice 0 also writes the row's ``rstd`` when ``STORE_RSTD``, and a peeled
+    row's head and tail.
     """
-    n_cols = n_cols // VEC * VEC
-    stride_xm = stride_xm // VEC * VEC
     row64 = tl.program_id(0).to(tl.int64)
     splits = tl.num_programs(1)
     rstd = tl.rsqrt(_merge(ss_ptr + row64 * splits, splits, MAX_PARTIALS) / n_cols + eps)
     if STORE_RSTD and tl.program_id(1) == 0:  # a constexpr False drops the branch
         tl.store(rstd_ptr + row64, rstd)
-    start, end = _slice(chunks_per_split, n_cols, BLOCK)
+    head = _row_head(row64 * stride_xm, VEC, PEEL)
+    n_body = body_width(n_cols, head, VEC)
+    x_row = x_ptr + body_offset(row64 * stride_xm, head, VEC)
+    h_row = h_ptr + body_offset(row64 * n_cols, head, VEC)
+    y_row = y_ptr + body_offset(row64 * n_cols, head, VEC)
+    start, end = _slice(chunks_per_split, n_body, BLOCK)
     _normalise(
-        x_ptr + row64 * stride_xm,
+        x_row,
         stride_xn,
-        h_ptr + row64 * n_cols,
-        w_ptr,
-        y_ptr + row64 * n_cols,
+        h_row,
+        w_ptr + head,
+        y_row,
         rstd,
         start,
         end,
-        n_cols,
+        n_body,
         HAS_RESIDUAL,
         HAS_WEIGHT,
         BLOCK,
         "",
     )
+    if PEEL and tl.program_id(1) == 0:
+        peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+        h_peel = _reload_h(x_row, stride_xn, h_row, peel, peel_mask, HAS_RESIDUAL, "")
+        _store_y(y_row, w_ptr + head, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
 
 
 @triton.jit
@@ -561,27 +646,33 @@ def _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn):
 
 
 @triton.jit
-def _load_grad_row(source, piece, row64, valid, TAIL: tl.constexpr):
-    """Row ``row64`` of the backward: ``(dy, h, dy_tail, h_tail, rstd)``.
+def _load_grad_row(
+    source, piece, row64, valid, VEC: tl.constexpr, TAIL: tl.constexpr, PEEL: tl.constexpr
+):
+    """Row ``row64`` of the backward: ``(dy, h, dy_tail, h_tail, dy_peel, h_peel, rstd)``.
 
     ``source`` is ``(dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn,
-    stride_hm, stride_hn)`` and ``piece`` the columns ``(cols, mask, tail_cols,
-    tail_mask)``. ``dy`` and ``h`` in the input dtype (the tails 0.0 when
-    ``TAIL`` is 0), ``rstd`` float32. Nothing is loaded unless ``valid``: the
-    prefetch after a program's last row.
+    stride_hm, stride_hn, head)`` (``head``: the row's) and ``piece`` the
+    columns ``(cols, mask, tail_cols, tail_mask, peel, peel_mask)``. ``dy``
+    and ``h`` in the input dtype (the tails 0.0 when ``TAIL`` is 0, the
+    peel's when not ``PEEL``), ``rstd`` float32. Nothing is loaded unless
+    ``valid``: the prefetch after a program's last row.
     """
-    dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn = source
-    cols, mask, tail_cols, tail_mask = piece
-    dy_row = dy_ptr + row64 * stride_dym
-    h_row = h_ptr + row64 * stride_hm
+    dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn, head = source
+    cols, mask, tail_cols, tail_mask, peel, peel_mask = piece
+    dy_row = dy_ptr + body_offset(row64 * stride_dym, head, VEC)
+    h_row = h_ptr + body_offset(row64 * stride_hm, head, VEC)
     dy, h = _load_grad(dy_row, h_row, cols, mask & valid, stride_dyn, stride_hn)
     dy_tail, h_tail = 0.0, 0.0
     if TAIL > 0:
         dy_tail, h_tail = _load_grad(
             dy_row, h_row, tail_cols, tail_mask & valid, stride_dyn, stride_hn
         )
+    dy_peel, h_peel = 0.0, 0.0
+    if PEEL:
+        dy_peel, h_peel = _load_grad(dy_row, h_row, peel, peel_mask & valid, stride_dyn, stride_hn)
     rstd = tl.load(rstd_ptr + row64, mask=valid, other=0.0)
-    return dy, h, dy_tail, h_tail, rstd
+    return dy, h, dy_tail, h_tail, dy_peel, h_peel, rstd
 
 
 @triton.jit
@@ -635,32 +726,40 @@ def _bwd_dot_kernel(
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
     STEP: tl.constexpr,
 ):
     """Looped/split backward, kernel 1: program ``(row, s)`` sums ``g * h`` over slice ``s``.
 
     ``STEP`` chunks a step (:data:`BWD_DOT_STEP`): their loads do not wait on
     one another's products. A chunk past the slice's end is masked by a bound
-    uniform over the chunk, so the loads stay 16-byte vectors.
+    uniform over the chunk, so the loads stay 16-byte vectors. Slice 0 also
+    takes a peeled row's head and tail.
     """
-    n_cols = n_cols // VEC * VEC
-    stride_dym = stride_dym // VEC * VEC
-    stride_hm = stride_hm // VEC * VEC
     row64 = tl.program_id(0).to(tl.int64)
-    dy_row = dy_ptr + row64 * stride_dym
-    h_row = h_ptr + row64 * stride_hm
-    start, end = _slice(chunks_per_split, n_cols, BLOCK)
+    head = _row_head(row64 * stride_hm, VEC, PEEL)
+    n_body = body_width(n_cols, head, VEC)
+    dy_row = dy_ptr + body_offset(row64 * stride_dym, head, VEC)
+    h_row = h_ptr + body_offset(row64 * stride_hm, head, VEC)
+    w_row = w_ptr + head
+    start, end = _slice(chunks_per_split, n_body, BLOCK)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for c0 in range(start, end, BLOCK * STEP):
         for u in tl.static_range(STEP):
             cols = c0 + u * BLOCK + tl.arange(0, BLOCK)
-            mask = (cols < n_cols) & (c0 + u * BLOCK < end)
+            mask = (cols < n_body) & (c0 + u * BLOCK < end)
             dy, h = _load_grad(dy_row, h_row, cols, mask, stride_dyn, stride_hn)
             dy, h = dy.to(tl.float32), h.to(tl.float32)
             if HAS_WEIGHT:
-                dy = dy * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+                dy = dy * tl.load(w_row + cols, mask=mask, other=0.0).to(tl.float32)
             acc += dy * h
-    tl.store(dot_ptr + row64 * tl.num_programs(1) + tl.program_id(1), tl.sum(acc, axis=0))
+    dot = tl.sum(acc, axis=0)
+    if PEEL and tl.program_id(1) == 0:
+        peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+        dy, h = _load_grad(dy_row, h_row, peel, peel_mask, stride_dyn, stride_hn)
+        g = dy.to(tl.float32) * _load_weight(w_row, peel, peel_mask, HAS_WEIGHT)
+        dot += tl.sum(g * h.to(tl.float32), axis=0)
+    tl.store(dot_ptr + row64 * tl.num_programs(1) + tl.program_id(1), dot)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -684,6 +783,7 @@ def _bwd_kernel(
     stride_hn,
     stride_dhm,
     stride_dhn,
+    stride_pm,
     HAS_WEIGHT: tl.constexpr,
     HAS_DH: tl.constexpr,
     TWO_DX: tl.constexpr,
@@ -691,6 +791,7 @@ def _bwd_kernel(
     TAIL: tl.constexpr,
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
     PREFETCH: tl.constexpr,
     WEIGHT_EACH_ROW: tl.constexpr,
@@ -700,7 +801,8 @@ def _bwd_kernel(
     Program ``(p, s)`` of a ``(P, S)`` grid owns rows ``p, p + P, ...`` and the
     columns of slice ``s``. It walks its columns chunk by chunk and, inside a
     chunk, its rows, so the chunk's partial ``dweight`` stays in registers and
-    is written once. ``ONE_CHUNK`` (block plan) computes ``mean(g * h)`` from
+    is written once, to the program's partial row (``stride_pm`` apart).
+    ``ONE_CHUNK`` (block plan) computes ``mean(g * h)`` from
     the row in registers; otherwise it merges the ``n_dots`` partials of
     ``_bwd_dot_kernel``. With ``PREFETCH`` the loads of a program's next row
     are issued before its current row's reduction, so they are in flight
@@ -710,52 +812,73 @@ def _bwd_kernel(
     gradients of ``x`` and of ``residual`` are equal, and autograd needs two
     tensors (one written in the same pass costs a store, a copy later costs a
     load and a store).
+
+    ``PEEL``: a program's rows share one head, as ``P`` is a multiple of
+    ``VEC`` or the program has one row (:func:`_backward`), so a register of
+    the partial ``dweight`` holds one absolute column over all of them, and
+    the weight's chunk is the same for all of them. Slice 0's first chunk
+    also takes the rows' heads and tails (a small vector, masked off in the
+    other chunks). Slice 0 writes zeros to the partial row's padding.
     """
-    n_cols = n_cols // VEC * VEC
-    stride_dym = stride_dym // VEC * VEC
-    stride_hm = stride_hm // VEC * VEC
-    stride_dhm = stride_dhm // VEC * VEC
     part = tl.program_id(0)
     n_parts = tl.num_programs(0)
-    start, end = _slice(chunks_per_split, n_cols, BLOCK)
+    head = _row_head(part.to(tl.int64) * stride_hm, VEC, PEEL)  # every row of the program's
+    n_body = body_width(n_cols, head, VEC)
+    w_row = w_ptr + head
+    start, end = _slice(chunks_per_split, n_body, BLOCK)
+    if PEEL:
+        end = tl.maximum(end, start + 1)  # a chunk even where the body has no column
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
-        mask = cols < n_cols
+        mask = cols < n_body
         if not WEIGHT_EACH_ROW:
-            w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
+            w = _load_weight(w_row, cols, mask, HAS_WEIGHT)
         dw = tl.zeros([BLOCK], dtype=tl.float32)
         tail_cols, tail_mask = cols, mask  # unused unless TAIL > 0
         if TAIL > 0:
             tail_cols = c0 + BLOCK + tl.arange(0, TAIL)
-            tail_mask = tail_cols < n_cols
-            w_tail = _load_weight(w_ptr, tail_cols, tail_mask, HAS_WEIGHT)
+            tail_mask = tail_cols < n_body
+            w_tail = _load_weight(w_row, tail_cols, tail_mask, HAS_WEIGHT)
             dw_tail = tl.zeros([TAIL], dtype=tl.float32)
+        peel, peel_mask = cols, mask  # unused unless PEEL
+        if PEEL:
+            peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+            peel_mask = peel_mask & (c0 == 0)  # once a row: slice 0's first chunk
+            w_peel = _load_weight(w_row, peel, peel_mask, HAS_WEIGHT)
+            dw_peel = tl.zeros([2 * VEC], dtype=tl.float32)
         # With PREFETCH the loop loads row + n_parts and works on the row loaded
         # one iteration earlier (the first before the loop); without, row itself.
         ahead = n_parts if PREFETCH else 0
-        source = (dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn)
-        piece = (cols, mask, tail_cols, tail_mask)
+        source = (dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn, head)
+        piece = (cols, mask, tail_cols, tail_mask, peel, peel_mask)
         if PREFETCH:
-            loaded = _load_grad_row(source, piece, tl.cast(part, tl.int64), part < n_rows, TAIL)
+            loaded = _load_grad_row(
+                source, piece, tl.cast(part, tl.int64), part < n_rows, VEC, TAIL, PEEL
+            )
         for row in tl.range(part, n_rows, n_parts, num_stages=1):
             row64 = tl.cast(row, tl.int64)
-            current = _load_grad_row(source, piece, row64 + ahead, row64 + ahead < n_rows, TAIL)
+            valid = row64 + ahead < n_rows
+            current = _load_grad_row(source, piece, row64 + ahead, valid, VEC, TAIL, PEEL)
             if PREFETCH:
                 current, loaded = loaded, current
-            dy, h, dy_tail, h_tail, rstd = current
+            dy, h, dy_tail, h_tail, dy_peel, h_peel, rstd = current
             dy, h = dy.to(tl.float32), h.to(tl.float32)
+            if PEEL:
+                dy_peel, h_peel = dy_peel.to(tl.float32), h_peel.to(tl.float32)
             if WEIGHT_EACH_ROW:
-                w = _load_weight(w_ptr, cols, mask, HAS_WEIGHT)
+                w = _load_weight(w_row, cols, mask, HAS_WEIGHT)
             if ONE_CHUNK:
                 gh = tl.sum(dy * w * h, axis=0)
                 if TAIL > 0:
                     dy_tail, h_tail = dy_tail.to(tl.float32), h_tail.to(tl.float32)
                     gh += tl.sum(dy_tail * w_tail * h_tail, axis=0)
+                if PEEL:
+                    gh += tl.sum(dy_peel * w_peel * h_peel, axis=0)
                 mean_gh = gh / n_cols
             else:
                 mean_gh = _merge(dot_ptr + row64 * n_dots, n_dots, MAX_PARTIALS) / n_cols
-            dh_row = dh_ptr + row64 * stride_dhm
-            dx_off = row64 * n_cols
+            dh_row = dh_ptr + body_offset(row64 * stride_dhm, head, VEC)
+            dx_off = body_offset(row64 * n_cols, head, VEC)
             _store_dx(
                 dy * w,
                 h,
@@ -791,11 +914,36 @@ def _bwd_kernel(
                 )
                 if HAS_WEIGHT:
                     dw_tail += dy_tail * h_tail * rstd
+            if PEEL:
+                _store_dx(
+                    dy_peel * w_peel,
+                    h_peel,
+                    rstd,
+                    mean_gh,
+                    dh_row,
+                    stride_dhn,
+                    dx_ptr,
+                    dx2_ptr,
+                    dx_off,
+                    peel,
+                    peel_mask,
+                    HAS_DH,
+                    TWO_DX,
+                )
+                if HAS_WEIGHT:
+                    dw_peel += dy_peel * h_peel * rstd
         if HAS_WEIGHT:
-            dw_row = dw_part_ptr + part.to(tl.int64) * n_cols
-            tl.store(dw_row + cols, dw, mask=mask)
+            # Same stride, now visibly a multiple of 4: 16-byte float32 rows (_backward).
+            dw_row = dw_part_ptr + part.to(tl.int64) * (stride_pm // 4 * 4)
+            tl.store(dw_row + head + cols, dw, mask=mask)
             if TAIL > 0:
-                tl.store(dw_row + tail_cols, dw_tail, mask=tail_mask)
+                tl.store(dw_row + head + tail_cols, dw_tail, mask=tail_mask)
+            if PEEL:
+                tl.store(dw_row + head + peel, dw_peel, mask=peel_mask)
+    if HAS_WEIGHT:  # the padding of the partial row, which _dw_reduce_kernel reads: zeros
+        pad = n_cols + tl.arange(0, 4)
+        pad_row = dw_part_ptr + part.to(tl.int64) * stride_pm
+        tl.store(pad_row + pad, tl.zeros([4], tl.float32), mask=(pad < stride_pm) & (start == 0))
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -804,21 +952,26 @@ def _dw_reduce_kernel(
     dw_ptr,
     n_parts,
     n_cols,
+    stride_pm,
     BLOCK_P: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    VEC: tl.constexpr,
 ):
-    """``dweight = sum of the n_parts partial rows``, in a fixed order, in float32."""
-    n_cols = n_cols // VEC * VEC
+    """``dweight = sum of the n_parts partial rows``, in a fixed order, in float32.
+
+    The partial rows are ``stride_pm`` apart, ``n_cols`` padded to a multiple
+    of 4 (16 bytes). They are read to that width, padding (zeros written by
+    :func:`_bwd_kernel`) included, so the loads are 16-byte vectors at any
+    ``n_cols``; the first ``n_cols`` columns are stored.
+    """
+    stride_pm = stride_pm // 4 * 4
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < n_cols
     acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     for p0 in range(0, n_parts, BLOCK_P):
         parts = p0 + tl.arange(0, BLOCK_P)
-        offs = parts.to(tl.int64)[:, None] * n_cols + cols[None, :]
-        mask = (parts < n_parts)[:, None] & col_mask[None, :]
+        offs = parts.to(tl.int64)[:, None] * stride_pm + cols[None, :]
+        mask = (parts < n_parts)[:, None] & (cols < stride_pm)[None, :]
         acc += tl.sum(tl.load(part_ptr + offs, mask=mask, other=0.0), axis=0)
-    tl.store(dw_ptr + cols, acc.to(dw_ptr.dtype.element_ty), mask=col_mask)
+    tl.store(dw_ptr + cols, acc.to(dw_ptr.dtype.element_ty), mask=cols < n_cols)
 
 
 # ---------------------------------------------------------------------------
@@ -1029,10 +1182,14 @@ def _forward(
     w = weight if weight is not None else x
     rs = rstd if rstd is not None else x
     strides = (*x.stride(), *res.stride())  # stride_xm, stride_xn, stride_rm, stride_rn
+    # Row strides of x, residual, and y and h (written at row * n_cols).
+    row_strides = (strides[0], strides[2], n_cols)
+    vec, peel = plans.row_vec(x.element_size(), n_cols, row_strides, strides[1] == strides[3] == 1)
     consts = {
         "HAS_RESIDUAL": has_res,
         "BLOCK": plan.block,
-        "VEC": plans.vec_width(x.element_size(), n_cols, strides[::2]),  # row strides
+        "VEC": vec,
+        "PEEL": peel,
         "num_warps": plan.num_warps,
     }
     with device_guard(x):
@@ -1102,6 +1259,12 @@ def _backward(
     ``dy``, ``h`` and ``dh`` are 2-D of any strides. ``dh`` is the upstream
     gradient of ``h`` (residual_rms_norm), added to ``dx``. ``dx2`` (like
     ``dx``) receives a second copy of ``dx`` in the same pass.
+
+    A peeled launch (``PEEL``) rounds the backward's programs a slice (its
+    partial ``dweight`` rows) up to a multiple of ``VEC``, or to every row:
+    the rows ``p, p + P, ...`` of program ``p`` then start the same number of
+    columns past a 16-byte boundary, share one head, and accumulate their
+    ``dweight`` in the same registers, in a fixed order.
     """
     n_rows, n_cols = h.shape
     if n_cols == 0:
@@ -1118,11 +1281,18 @@ def _backward(
     sms = plans.sm_count(h.device)
     programs = launch.per_sm * sms
     chunks_per_split, n_split = _bwd_slices(n_cols, plan, launch.block, programs)
-    n_parts = min(n_rows, max(1, plans.cdiv(programs, n_split)))
-    dw_part = scratch((n_parts, n_cols), torch.float32, h.device) if dw is not None else rstd
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
-    vec = plans.vec_width(h.element_size(), n_cols, (*strides[::2], dhh.stride(0)))  # rows
-    consts = {"HAS_WEIGHT": weight is not None, "BLOCK": launch.block, "VEC": vec}
+    # Row strides of dy, h, dh, and dx and dx2 (written at row * n_cols).
+    row_strides = (strides[0], strides[2], dhh.stride(0), n_cols)
+    unit_cols = strides[1] == strides[3] == dhh.stride(1) == 1
+    vec, peel = plans.row_vec(h.element_size(), n_cols, row_strides, unit_cols)
+    n_parts = min(n_rows, max(1, plans.cdiv(programs, n_split)))
+    if peel:  # a program's rows share one head (see above)
+        n_parts = min(n_rows, plans.cdiv(n_parts, vec) * vec)
+    # Partial dweight rows of n_cols padded to 16 bytes: every row starts aligned.
+    stride_pm = plans.cdiv(n_cols, 4) * 4
+    dw_part = scratch((n_parts, stride_pm), torch.float32, h.device) if dw is not None else rstd
+    consts = {"HAS_WEIGHT": weight is not None, "BLOCK": launch.block, "VEC": vec, "PEEL": peel}
     consts["num_warps"] = launch.warps
     with device_guard(h):
         if one_chunk:
@@ -1150,6 +1320,7 @@ def _backward(
             n_dots,
             *strides,
             *dhh.stride(),
+            stride_pm,
             HAS_DH=dh is not None,
             TWO_DX=dx2 is not None,
             ONE_CHUNK=one_chunk,
@@ -1172,9 +1343,9 @@ def _backward(
                 dw,
                 n_parts,
                 n_cols,
+                stride_pm,
                 BLOCK_P=REDUCE_TILE // block_n,
                 BLOCK_N=block_n,
-                VEC=plans.vec_width(4, n_cols, ()),
                 num_warps=REDUCE_NUM_WARPS,
             )
 
