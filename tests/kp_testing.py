@@ -224,12 +224,16 @@ for spec in json.loads(sys.argv[1]):
     source = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
     options = {k: spec[k] for k in ("num_warps", "num_stages", "maxnreg") if spec.get(k)}
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
-    ops = set()
+    ops, counts = set(), {}
     for op in re.findall(r"(?:ld|st)\.global[.:\w]*", ptx):
         # An eviction hint (ld.global.L1::evict_first.L2::cache_hint.v4.b32): the
         # opcode without it, and the hint apart (ld.evict_first).
         ops |= {f"{op[:2]}.{hint}" for hint in re.findall(r"\.L1::(\w+)", op)}
-        ops.add(re.sub(r"\.L[12]::\w+", "", op))
+        plain = re.sub(r"\.L[12]::\w+", "", op)
+        ops.add(plain)
+        counts[plain] = counts.get(plain, 0) + 1
+    if spec.get("counts"):
+        ops |= {f"{op}#{n}" for op, n in counts.items()}
     copies = re.findall(r"cp\.async\.\w+\.shared\.global[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*[,;]", ptx)
     ops |= {f"cp.async.{int(n, 0)}" for n in copies}
     if spec.get("registers"):  # ptxas -v: the assembler Triton itself runs (arch.ptxas_for)
@@ -266,7 +270,9 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     ``ld.global.v4.b32`` and ``ld.evict_first``.
     A spec with ``"registers": True`` also gets ``registers.<n>``: the
     registers per thread that ``ptxas -v`` reports for sm_90a, and
-    ``spills.<n>``: the bytes it spills to local memory (stores).
+    ``spills.<n>``: the bytes it spills to local memory (stores). A spec with
+    ``"counts": True`` also gets ``<opcode>#<n>`` for each global load and
+    store opcode: its instructions in the PTX (``ld.global.v4.b32#4``).
     """
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(

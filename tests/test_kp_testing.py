@@ -198,6 +198,30 @@ def test_global_memory_ops_sees_scalar_loads_where_alignment_is_unknown():
     assert "ld.global.v4.b32" in known and "ld.global.b16" not in known
 
 
+def test_global_memory_ops_counts_the_instructions_of_each_opcode():
+    """4096 float16 columns over 128 threads are 32 a thread: four 16-byte loads
+    where the width is known, 32 two-byte loads where it is not."""
+    spec = {
+        "module": "test_kp_testing",
+        "kernel": "_softmax_padding_not_masked",
+        "aligned": ["x_ptr", "y_ptr"],
+        "num_warps": 4,
+        "counts": True,
+    }
+    pointers = {"x_ptr": "*fp16", "y_ptr": "*fp16"}
+    known = {**spec, "signature": pointers, "constexprs": {"BLOCK": 4096, "n_cols": 4096}}
+    runtime, known, uncounted = global_memory_ops(
+        [
+            {**spec, "signature": {**pointers, "n_cols": "i32"}, "constexprs": {"BLOCK": 4096}},
+            known,
+            {**known, "counts": False},
+        ]
+    )
+    assert {"ld.global.b16#32", "st.global.b16#32"} <= set(runtime), runtime
+    assert {"ld.global.v4.b32#4", "st.global.v4.b32#4"} <= set(known), known
+    assert uncounted == [op for op in known if "#" not in op]
+
+
 def test_captured_launches_compile_as_the_launcher_specialises(monkeypatch):
     """A launch is captured, not run, and compiles as Triton's launcher would
     specialise it: a 16-byte aligned row gives 16-byte loads; the same rows one

@@ -14,7 +14,15 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from kp_testing import assert_matches, global_memory_ops, record_launches, views_past_2_31
+import triton
+import triton.language as tl
+from kp_testing import (
+    assert_matches,
+    captured_launches,
+    global_memory_ops,
+    record_launches,
+    views_past_2_31,
+)
 from test_routes import _PassThrough
 from torch.library import opcheck
 
@@ -54,7 +62,9 @@ PLAN_CASES = [
 
 
 def _case_id(value):
-    """Test ids: a plan name, ``split64x3`` for a RowPlan, ``3x781`` for a shape."""
+    """Test ids: a plan name, ``split64x3`` for a RowPlan, ``3x781`` for a shape, a dtype."""
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
     if isinstance(value, RowPlan):
         return f"{value.kind}{value.block}x{value.splits}"
     return "x".join(map(str, value)) if isinstance(value, tuple) else value
@@ -208,6 +218,202 @@ def test_block_pieces_match_reference(n_cols, pieces, dtype, op, with_weight, de
     assert launched == {"_fwd_block_kernel": pieces, "_bwd_kernel": pieces}
 
 
+# ---------------------------------------------------------------------------
+# Rows at any alignment (PEEL)
+# ---------------------------------------------------------------------------
+# Rows whose stride is not a multiple of 16 bytes are peeled into a head, an
+# aligned body and a tail (kernel_portfolio.ops.peel). Row r of a contiguous
+# N-wide tensor starts r * N elements in, so its head is (-r * N) mod VEC:
+# 17 rows of an odd width show every head class (8 in 16-bit dtypes, 4 in
+# float32) at least twice, and a width of 4 mod 8 has heads 0 and 4 in 16-bit
+# dtypes (float32 rows of 132 are aligned: a control). One SM, so that the
+# looped forward's programs and the backward's walk several rows each (the
+# backward's 2 to 6 programs a slice round up to VEC, _partial_rows). The
+# plans: a block (127: a body of at most 15 vectors; 132 with a tail), a
+# looped row in one chunk (ONE_CHUNK) and in 13 (781, the last partial), a
+# split row over 3 programs.
+PEEL_PLANS = [
+    ("block", (17, 127)),
+    ("block", (17, 132)),
+    (RowPlan("looped", 256, 4), (17, 132)),
+    (RowPlan("looped", 64, 4), (17, 781)),
+    (RowPlan("split", 64, 4, 3), (9, 781)),
+]
+
+
+@pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no weight"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(("plan", "shape"), PEEL_PLANS, ids=_case_id)
+def test_peeled_rows_match_reference(plan, shape, dtype, op, with_weight, device, monkeypatch):
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
+    launches = record_launches(monkeypatch, rms_mod)
+    check_op(op, *make_inputs(op, shape, dtype, device, with_weight=with_weight), plan=plan)
+    peel = {kw["PEEL"] for _, _, kw in launches if "PEEL" in kw}
+    assert peel == {shape[1] * dtype.itemsize % 16 != 0}
+
+
+# Wide odd rows at real plans, few rows: the block plan at 4097 (the auto
+# plan, 8192 columns), looped and split rows of a vocabulary (50257).
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(
+    ("plan", "shape"), [("auto", (9, 4097)), ("looped", (3, 50257)), ("split", (2, 50257))]
+)
+def test_wide_peeled_rows_match_reference(plan, shape, op, device):
+    check_op(op, *make_inputs(op, shape, torch.bfloat16, device), plan=plan)
+
+
+def test_weight_grad_check_rejects_programs_whose_rows_have_other_heads(device, monkeypatch):
+    """Without the rounding of ``_partial_rows``, a backward program's rows 0 and 6
+    (of 6 programs) start at other heads: the program splits row 6 at row 0's
+    head, and its ``dx`` (and ``dweight``) land on the wrong columns."""
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
+    inputs = make_inputs("rms_norm", (17, 127), torch.float16, device)
+    check_op("rms_norm", *inputs, plan="block")
+    unrounded = rms_mod._partial_rows
+    monkeypatch.setattr(
+        rms_mod,
+        "_partial_rows",
+        lambda n_rows, programs, n_split, vec, peel: unrounded(
+            n_rows, programs, n_split, vec, False
+        ),
+    )
+    with pytest.raises(AssertionError, match="grad"):
+        check_op("rms_norm", *inputs, plan="block")
+
+
+@triton.jit
+def _no_peel(head, n_body, n_cols, VEC: tl.constexpr):
+    """Broken ``peel_cols``: the head's and the tail's lanes, all masked off."""
+    lanes = tl.arange(0, 2 * VEC)
+    return lanes, lanes < 0
+
+
+@pytest.mark.skipif(
+    not interpreter_enabled(), reason="swaps a jit helper, which only the interpreter looks up"
+)
+@pytest.mark.parametrize("op", OPS)
+def test_reference_check_rejects_rows_without_their_peel(op, device, monkeypatch):
+    inputs = make_inputs(op, (9, 127), torch.float16, device)
+    check_op(op, *inputs, plan="block")
+    monkeypatch.setattr(rms_mod, "peel_cols", _no_peel)
+    with pytest.raises(AssertionError, match="relative error|differ"):
+        check_op(op, *inputs, plan="block")
+
+
+# The 16-byte check: (plan, shape, dtype) with rows that are not 16-byte
+# aligned: every kernel of both operators, forward and backward (the block
+# plan, the looped in one chunk and in several, the split), odd widths and a
+# multiple of 4 but not 8 (float16), and float32.
+VECTOR_CASES = [
+    ("block", (64, 1001), torch.float16),
+    ("block", (64, 1004), torch.bfloat16),
+    (RowPlan("looped", 2048, 4), (64, 1001), torch.float16),
+    ("looped", (64, 50257), torch.bfloat16),
+    ("split", (4, 32769), torch.float16),
+    ("block", (64, 1001), torch.float32),
+]
+
+
+def _launches(monkeypatch, shape, dtype, plan) -> list[dict]:
+    """Every launch (captured, not run) of the forward and backward of both operators."""
+    x = torch.empty(shape, dtype=dtype)
+    chosen = plans.choose_for(x, plan)
+    w, dw = torch.empty(shape[1], dtype=dtype), torch.empty(shape[1], dtype=dtype)
+    rstd = torch.empty(shape[0])
+
+    def out():
+        return torch.empty_like(x)
+
+    def call():
+        rms_mod._forward(x, None, w, 1e-6, chosen, out(), None, rstd)
+        rms_mod._forward(x, x, w, 1e-6, chosen, out(), out(), rstd)
+        rms_mod._backward(x, x, w, rstd, None, chosen, out(), None, dw)
+        rms_mod._backward(x, x, w, rstd, x, chosen, out(), out(), dw)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(plans, "sm_count", lambda _device: 132)  # an H200's
+        return captured_launches(patched, [rms_mod], call)
+
+
+def _count(ops: list[str], opcode: str) -> int:
+    return sum(int(op.split("#")[1]) for op in ops if op.split("#")[0] == opcode and "#" in op)
+
+
+def _narrow_row_ops(spec: dict, ops: list[str]) -> set[str]:
+    """16-bit row accesses narrower than 16 bytes (the ``dweight`` output of
+    ``_dw_reduce_kernel``, one row of the weight's, is not a row access)."""
+    if spec["kernel"] == "_dw_reduce_kernel":
+        ops = [op for op in ops if op.startswith("ld.")]
+    return {op for op in ops if "#" not in op and (op.endswith(".b16") or ".v2." in op)}
+
+
+def assert_row_vectors(peeled: list[dict], aligned: list[dict], dtype: torch.dtype) -> None:
+    """Compiled for sm_90: the body of every row moves in 16-byte vectors.
+
+    ``peeled``: launches at a width whose rows are not 16-byte aligned. Each
+    kernel's 16-byte loads and stores are as many as the same kernel's with
+    ``PEEL`` and the weight off (its row accesses alone, aligned code); what
+    else it moves is narrower: the head and tail, and the weight and partial
+    ``dweight`` rows (indexed by absolute column, not 16-byte aligned in a
+    peeled row). ``_dw_reduce_kernel`` reads its padded partial rows only in
+    16-byte vectors. ``aligned``: launches at the aligned neighbour width, whose
+    16-bit row accesses are all 16-byte vectors.
+    """
+    rows_only = []
+    for spec in peeled:
+        bare = {**spec, "values": dict(spec["values"])}
+        if "PEEL" in bare["values"]:
+            bare["values"] |= {"PEEL": False, "HAS_WEIGHT": False}
+        rows_only.append(bare)
+    specs = [{**s, "registers": False, "counts": True} for s in (*peeled, *rows_only, *aligned)]
+    compiled = global_memory_ops(specs)
+    ops_peeled = compiled[: len(peeled)]
+    ops_rows = compiled[len(peeled) : 2 * len(peeled)]
+    for spec, ops, rows in zip(peeled, ops_peeled, ops_rows, strict=True):
+        what = (spec["kernel"], sorted(ops))
+        assert _count(ops, "ld.global.v4.b32") > 0, what
+        if spec["kernel"] == "_dw_reduce_kernel":
+            assert {op for op in ops if op.startswith("ld.") and "#" not in op} == {
+                "ld.global.v4.b32"
+            }, what
+            continue
+        for opcode in ("ld.global.v4.b32", "st.global.v4.b32"):
+            assert _count(ops, opcode) == _count(rows, opcode), (opcode, what, sorted(rows))
+        assert spec["values"]["PEEL"] and spec["values"]["VEC"] == 16 // dtype.itemsize, what
+    for spec, ops in zip(aligned, compiled[2 * len(peeled) :], strict=True):
+        assert spec["values"].get("PEEL", False) is False, spec["kernel"]
+        assert "ld.global.v4.b32" in ops, (spec["kernel"], ops)
+        if dtype.itemsize == 2:
+            assert not _narrow_row_ops(spec, ops), (spec["kernel"], ops)
+
+
+@pytest.mark.parametrize(("plan", "shape", "dtype"), VECTOR_CASES, ids=_case_id)
+def test_rows_compile_to_16_byte_vectors_at_any_width(plan, shape, dtype, monkeypatch):
+    """Every RMSNorm kernel, captured from its launcher at a width whose rows are
+    not 16-byte aligned and at the aligned neighbour (the width rounded up to
+    a multiple of 8), compiled as Triton's launcher would (see
+    :func:`assert_row_vectors`)."""
+    peeled = _launches(monkeypatch, shape, dtype, plan)
+    aligned = _launches(monkeypatch, (shape[0], -(-shape[1] // 8) * 8), dtype, plan)
+    assert {s["kernel"] for s in peeled} == {s["kernel"] for s in aligned}
+    assert_row_vectors(peeled, aligned, dtype)
+
+
+def test_row_vector_check_rejects_unpeeled_rows(monkeypatch):
+    """With ``PEEL`` forced off the odd rows take the narrow vectors their
+    alignment allows (``plans.vec_width``: 2 bytes), and the check fails."""
+    shape, dtype = (64, 1001), torch.float16
+    aligned = _launches(monkeypatch, (64, 1008), dtype, "block")
+    monkeypatch.setattr(
+        plans,
+        "row_vec",
+        lambda elem, n, strides, unit=True: (plans.vec_width(elem, n, strides), False),
+    )
+    with pytest.raises(AssertionError):
+        assert_row_vectors(_launches(monkeypatch, shape, dtype, "block"), aligned, dtype)
+
+
 @pytest.mark.parametrize("max_grid", [plans.MAX_GRID, 5])
 @pytest.mark.parametrize("op", OPS)
 def test_programs_cover_every_row(max_grid, op, device, monkeypatch):
@@ -268,7 +474,9 @@ def test_backward_launch_follows_the_bytes_a_thread_holds(plan, n_cols, elem_byt
     [
         ("auto", (37, 1024), (4, 6, 1, 1024, 0, True, 80)),
         ("auto", (37, 2048), (4, 4, 1, 2048, 0, True, 128)),
-        ("auto", (37, 1100), (4, 4, 1, 1024, 128, True, 128)),  # pieces, with the prefetch
+        ("auto", (37, 1096), (4, 4, 1, 1024, 128, True, 128)),  # pieces, with the prefetch
+        # Peeled rows (1100 = 4 mod 8): the 4 programs rounded up to VEC = 8.
+        ("auto", (37, 1100), (4, 8, 1, 1024, 128, True, 128)),
         ("auto", (37, 4104), (8, 2, 1, 4096, 8, True, 128)),
         # Half the plan's chunk: 5 chunks of 2048 over 4 programs, as 3 slices of 2 chunks.
         (RowPlan("looped", 4096, 4), (5, 9000), (4, 2, 3, 2048, 0, True, 128)),
@@ -356,13 +564,14 @@ def _assert_registers_fit(plan: RowPlan, n_cols: int, dtype: str, has_dh: bool) 
     launch = rms_mod._bwd_launch(plan, n_cols, elem_bytes, has_dh)
     block, tail = launch.block, launch.tail
     runtime = {name: "i32" for name in ("n_rows", "n_cols", "chunks_per_split", "n_dots")}
-    runtime |= {name: "i32" for name in ("stride_dym", "stride_hm", "stride_dhm")}
+    runtime |= {name: "i32" for name in ("stride_dym", "stride_hm", "stride_dhm", "stride_pm")}
     runtime |= {name: "*fp32" for name in ("rstd_ptr", "dot_ptr", "dw_part_ptr")}
     pointers = ("dy_ptr", "h_ptr", "w_ptr", "dh_ptr", "dx_ptr", "dx2_ptr")
     runtime |= {name: f"*{dtype}" for name in pointers}
     consts = {"stride_dyn": 1, "stride_hn": 1, "stride_dhn": 1, "HAS_WEIGHT": True}
     consts |= {"HAS_DH": has_dh, "TWO_DX": has_dh, "BLOCK": block, "TAIL": tail}
     consts |= {"ONE_CHUNK": block + tail >= n_cols, "VEC": 8 if dtype == "fp16" else 4}
+    consts |= {"PEEL": False}
     consts |= {"MAX_PARTIALS": plans.MAX_SPLITS, "PREFETCH": launch.prefetch}
     consts |= {"WEIGHT_EACH_ROW": launch.weight_each_row}
     (ops,) = global_memory_ops(
@@ -423,10 +632,17 @@ def test_rows_wider_than_2_20(plan, device):
 # Layouts the operator must read in place (or, for "batch_transposed", copy
 # once): each maps the leaf to the view the operator sees. "expanded_cols"
 # makes every row constant, where dx is as ill-conditioned as at width 1
-# (see test_awkward_shapes), so it runs with a large eps.
+# (see test_awkward_shapes), so it runs with a large eps. Rows of 65 are not
+# 16-byte aligned: "peeled_row_gaps" (row stride 81, 65 + 16) and
+# "peeled_offset_start" (one element into the allocation, so no 16-byte base)
+# still peel them, and so does "batch_transposed" (rows copied contiguous);
+# the other layouts cannot (plans.row_vec).
+PEELED_LAYOUTS = {"peeled_row_gaps", "peeled_offset_start", "batch_transposed"}
 LAYOUTS = {
     "transposed": ((65, 9), lambda t: t.t()),
     "row_gaps": ((9, 80), lambda t: t[:, :65]),
+    "peeled_row_gaps": ((9, 81), lambda t: t[:, :65]),
+    "peeled_offset_start": ((9 * 65 + 1,), lambda t: t[1:].view(9, 65)),
     "every_other_row": ((18, 65), lambda t: t[::2]),
     "expanded_rows": ((1, 65), lambda t: t.expand(9, 65)),
     "expanded_cols": ((9, 1), lambda t: t.expand(9, 65)),
@@ -436,14 +652,17 @@ LAYOUTS = {
 
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_strided_inputs(layout, op, device):
+def test_strided_inputs(layout, op, device, monkeypatch):
     leaf_shape, view = LAYOUTS[layout]
     x, residual, _ = make_inputs(op, leaf_shape, torch.float16, device)
     n_cols = view(x).shape[-1]
     weight = torch.randn(2 * n_cols, dtype=torch.float16, device=device)  # strided 1-D weight
     views = {"x": view, "residual": view, "weight": lambda t: t[::2]}
     eps = 0.5 if layout == "expanded_cols" else 1e-6
+    launches = record_launches(monkeypatch, rms_mod)
     check_op(op, x, residual, weight, views=views, eps=eps)
+    peeled = {kw["PEEL"] for name, _, kw in launches if name.startswith("_fwd")}
+    assert peeled == {layout in PEELED_LAYOUTS}
 
 
 def test_mixed_layouts(device):
@@ -669,7 +888,7 @@ def test_block_plan_rows_load_16_bytes_in_40_registers(has_residual):
     runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
     runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
     consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
-    consts |= {"STORE_RSTD": False, "BLOCK": 8192, "TAIL": 0, "VEC": 8}
+    consts |= {"STORE_RSTD": False, "BLOCK": 8192, "TAIL": 0, "VEC": 8, "PEEL": False}
     (ops,) = global_memory_ops(
         [
             {

@@ -31,7 +31,7 @@ float32 partial ``dweight`` over a fixed set of rows (a few partial rows
 per SM, :func:`_bwd_launch`), and a second kernel sums the partial rows in a
 fixed order. In a peeled launch (below) a program's rows share one head, so
 that a register of its partial ``dweight`` holds one column over all of them
-(:func:`_backward`).
+(:func:`_partial_rows`).
 
 Memory traffic for ``M`` rows of ``N`` elements of ``E`` bytes, leaving out
 ``rstd`` (4 bytes a row, written only by a forward that autograd records),
@@ -814,7 +814,7 @@ def _bwd_kernel(
     load and a store).
 
     ``PEEL``: a program's rows share one head, as ``P`` is a multiple of
-    ``VEC`` or the program has one row (:func:`_backward`), so a register of
+    ``VEC`` or the program has one row (:func:`_partial_rows`), so a register of
     the partial ``dweight`` holds one absolute column over all of them, and
     the weight's chunk is the same for all of them. Slice 0's first chunk
     also takes the rows' heads and tails (a small vector, masked off in the
@@ -1154,6 +1154,20 @@ def _dot_slices(
     return per_slice, plans.cdiv(n_chunks, per_slice)
 
 
+def _partial_rows(n_rows: int, programs: int, n_split: int, vec: int, peel: bool) -> int:
+    """The backward's programs a slice, ``P``: hence its partial ``dweight`` rows.
+
+    ``programs`` over the ``n_split`` slices, at most one a row. A peeled
+    launch (``peel``) rounds ``P`` up to a multiple of ``vec``, or to every
+    row: row ``r`` starts ``r * stride`` elements into its tensor, so program
+    ``p``'s rows ``p, p + P, ...`` then start the same number of columns past
+    a 16-byte boundary, share one head, and add their ``dweight`` into the
+    same registers (:func:`_bwd_kernel`), in a fixed order.
+    """
+    parts = min(n_rows, max(1, plans.cdiv(programs, n_split)))
+    return min(n_rows, plans.cdiv(parts, vec) * vec) if peel else parts
+
+
 def _forward(
     x: torch.Tensor,
     residual: torch.Tensor | None,
@@ -1259,12 +1273,6 @@ def _backward(
     ``dy``, ``h`` and ``dh`` are 2-D of any strides. ``dh`` is the upstream
     gradient of ``h`` (residual_rms_norm), added to ``dx``. ``dx2`` (like
     ``dx``) receives a second copy of ``dx`` in the same pass.
-
-    A peeled launch (``PEEL``) rounds the backward's programs a slice (its
-    partial ``dweight`` rows) up to a multiple of ``VEC``, or to every row:
-    the rows ``p, p + P, ...`` of program ``p`` then start the same number of
-    columns past a 16-byte boundary, share one head, and accumulate their
-    ``dweight`` in the same registers, in a fixed order.
     """
     n_rows, n_cols = h.shape
     if n_cols == 0:
@@ -1286,9 +1294,7 @@ def _backward(
     row_strides = (strides[0], strides[2], dhh.stride(0), n_cols)
     unit_cols = strides[1] == strides[3] == dhh.stride(1) == 1
     vec, peel = plans.row_vec(h.element_size(), n_cols, row_strides, unit_cols)
-    n_parts = min(n_rows, max(1, plans.cdiv(programs, n_split)))
-    if peel:  # a program's rows share one head (see above)
-        n_parts = min(n_rows, plans.cdiv(n_parts, vec) * vec)
+    n_parts = _partial_rows(n_rows, programs, n_split, vec, peel)
     # Partial dweight rows of n_cols padded to 16 bytes: every row starts aligned.
     stride_pm = plans.cdiv(n_cols, 4) * 4
     dw_part = scratch((n_parts, stride_pm), torch.float32, h.device) if dw is not None else rstd
