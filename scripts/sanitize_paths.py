@@ -12,7 +12,10 @@ Paths: ``add`` (dense and strided kernels) in each dtype; ``row_sum``,
 ``softmax``, ``rms_norm`` and ``residual_rms_norm`` with each row plan forced
 (block; looped and split with several chunks), forward and backward, one dtype
 per plan so each dtype runs once per operator, and the row sum's block plan
-on rows narrow enough that a program sums several; GEMM forward with every
+on rows narrow enough that a program sums several; ``rms_norm`` and
+``residual_rms_norm`` again on rows that are not 16-byte aligned, which the
+kernels peel into a head, a 16-byte body and a tail (an odd width on each
+plan, the dtypes rotated, and a width of 4 mod 8 on the block plan); GEMM forward with every
 autotuning config of the TMA and the pointer path (operands row-major), and
 with the first config of each path on the backward's operand layouts (A or B
 column-major). The GEMM paths use fixed configs: autotuning under memcheck would
@@ -56,6 +59,10 @@ SHAPES = {
     False: {"rows": (37, 3000), "chunk": 512, "splits": 3, "add": 70001, "gemm": (200, 136, 72)},
     True: {"rows": (5, 300), "chunk": 64, "splits": 2, "add": 1001, "gemm": (40, 48, 32)},
 }
+#: Row operators whose kernels peel rows that are not 16-byte aligned
+#: (``kernel_portfolio.ops.peel``), and their widths: odd, and 4 mod 8.
+PEELED_OPS = ("rms_norm", "residual_rms_norm")
+PEELED_WIDTHS = {False: (3001, 3004), True: (301, 300)}
 
 
 def _row_plan(kind: str, shape: tuple[int, int], chunk: int, splits: int, dtype: str):
@@ -128,6 +135,19 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
             plan = _row_plan(kind, s["rows"], s["chunk"], s["splits"], dtype)
             case = Case(op, "fwdbwd", s["rows"], dtype, "events", ("ours", "torch"))
             label = f"{op} {kind} (block {plan.block}, splits {plan.splits}) {dtype} fwd+bwd"
+            yield label, case, _row_fn(op, plan)
+    odd, four = ((s["rows"][0], n) for n in PEELED_WIDTHS[small])
+    peeled = [  # each plan in another dtype than above
+        ("block", "bfloat16", odd),
+        ("looped", "float32", odd),
+        ("split", "float16", odd),
+        ("block", "float16", four),
+    ]
+    for op in PEELED_OPS:
+        for kind, dtype, shape in peeled:
+            plan = _row_plan(kind, shape, s["chunk"], s["splits"], dtype)
+            case = Case(op, "fwdbwd", shape, dtype, "events", ("ours", "torch"))
+            label = f"{op} {kind} peeled {shape[1]} columns (block {plan.block}) {dtype} fwd+bwd"
             yield label, case, _row_fn(op, plan)
     narrow = (s["rows"][0], s["rows"][1] // 10)  # several rows a row-sum block-plan program
     plan = _row_plan("block", narrow, s["chunk"], s["splits"], "float16")

@@ -35,7 +35,10 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # two (block pieces, plans.block_pieces), a 2048 x 8192 matrix on
 # every forced plan (looped: two 4096-chunks; split: 2048 rows leave one
 # program per row), few very wide rows (auto: split) and many wide rows
-# (auto: looped, 2^17 columns is past the block limit in every dtype).
+# (auto: looped, 2^17 columns is past the block limit in every dtype). Rows
+# that are not 16-byte aligned, peeled into a head, a 16-byte body and a
+# tail (ops/peel.py): odd widths on each auto plan (block, few rows split, a
+# vocabulary looped) and a multiple of 4 but not 8 (heads 0 and 4 in 16-bit).
 REAL_CASES = [
     ("auto", (4096, 4096)),
     ("auto", (1024, 4104)),  # block pieces 4096 + 8
@@ -45,6 +48,10 @@ REAL_CASES = [
     ("split", (2048, 8192)),
     ("auto", (4, 2**20 + 1)),
     ("auto", (300, 2**17)),
+    ("auto", (4096, 4097)),
+    ("auto", (2048, 4100)),
+    ("auto", (4, 32769)),
+    ("auto", (1024, 50257)),
 ]
 
 

@@ -282,6 +282,24 @@ def test_weight_grad_check_rejects_programs_whose_rows_have_other_heads(device, 
         check_op("rms_norm", *inputs, plan="block")
 
 
+@pytest.mark.parametrize("n_cols", [127, 1001])
+def test_partial_dweight_rows_are_written_to_their_padded_width(n_cols, device, monkeypatch):
+    """The partial ``dweight`` rows are ``n_cols`` padded to 4 floats, which the
+    reduction reads (16-byte loads); its scratch holds zeros there, not the
+    poison of an unwritten allocation (``contracts.scratch``: written before
+    read)."""
+    made, scratch = [], rms_mod.scratch
+
+    def recording_scratch(shape, dtype, device):
+        made.append(scratch(shape, dtype, device))
+        return made[-1]
+
+    monkeypatch.setattr(rms_mod, "scratch", recording_scratch)
+    check_op("rms_norm", *make_inputs("rms_norm", (9, n_cols), torch.float16, device))
+    (part,) = (t for t in made if t.dim() == 2 and t.shape[1] == -(-n_cols // 4) * 4)
+    assert torch.equal(part[:, n_cols:], torch.zeros_like(part[:, n_cols:]))
+
+
 @triton.jit
 def _no_peel(head, n_body, n_cols, VEC: tl.constexpr):
     """Broken ``peel_cols``: the head's and the tail's lanes, all masked off."""
