@@ -371,11 +371,12 @@ def assert_row_vectors(peeled: list[dict], aligned: list[dict], dtype: torch.dty
 
     ``peeled``: launches at a width whose rows are not 16-byte aligned. Each
     kernel's 16-byte loads and stores are as many as the same kernel's with
-    ``PEEL`` and the weight off (its row accesses alone, aligned code); what
-    else it moves is narrower: the head and tail, and the weight and partial
-    ``dweight`` rows (indexed by absolute column, not 16-byte aligned in a
-    peeled row). ``_dw_reduce_kernel`` reads its padded partial rows only in
-    16-byte vectors. ``aligned``: launches at the aligned neighbour width, whose
+    ``PEEL`` and the weight off (its row accesses alone, aligned code, which
+    for 16-bit rows has no narrower access); what else it moves is narrower:
+    the head and tail, and the weight and partial ``dweight`` rows (indexed
+    by absolute column, not 16-byte aligned in a peeled row).
+    ``_dw_reduce_kernel`` reads its padded partial rows only in 16-byte
+    vectors. ``aligned``: launches at the aligned neighbour width, whose
     16-bit row accesses are all 16-byte vectors.
     """
     rows_only = []
@@ -391,6 +392,8 @@ def assert_row_vectors(peeled: list[dict], aligned: list[dict], dtype: torch.dty
     for spec, ops, rows in zip(peeled, ops_peeled, ops_rows, strict=True):
         what = (spec["kernel"], sorted(ops))
         assert _count(ops, "ld.global.v4.b32") > 0, what
+        if dtype.itemsize == 2:
+            assert not _narrow_row_ops(spec, rows), (spec["kernel"], sorted(rows))
         if spec["kernel"] == "_dw_reduce_kernel":
             assert {op for op in ops if op.startswith("ld.") and "#" not in op} == {
                 "ld.global.v4.b32"
