@@ -1162,7 +1162,11 @@ def _partial_rows(n_rows: int, programs: int, n_split: int, vec: int, peel: bool
     row: row ``r`` starts ``r * stride`` elements into its tensor, so program
     ``p``'s rows ``p, p + P, ...`` then start the same number of columns past
     a 16-byte boundary, share one head, and add their ``dweight`` into the
-    same registers (:func:`_bwd_kernel`), in a fixed order.
+    same registers (:func:`_bwd_kernel`), in a fixed order. That is at most
+    ``vec - 1`` more programs a slice; where ``P`` was below ``vec`` (2^20 + 1
+    columns in 129 slices: 3) the partial rows grow to ``vec``: 8 float32
+    rows written and read are 64 bytes a column, against 6 a column a row of
+    16-bit ``dy``, ``h`` and ``dx`` (4% more at 256 rows, 17% at 64).
     """
     parts = min(n_rows, max(1, plans.cdiv(programs, n_split)))
     return min(n_rows, plans.cdiv(parts, vec) * vec) if peel else parts
