@@ -208,9 +208,16 @@ def test_every_plan_without_weight(plan, shape, op, device):
 @pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no weight"])
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize(("n_cols", "pieces"), [(1100, (1024, 128)), (129, (128, 1))])
+@pytest.mark.parametrize(
+    ("n_cols", "pieces"), [(1100, (1024, 128)), (137, (128, 8)), (129, (128, 0))]
+)
 def test_block_pieces_match_reference(n_cols, pieces, dtype, op, with_weight, device, monkeypatch):
-    """Rows held as a main block and a tail (the masked tail too), forward and backward."""
+    """Rows held as a main block and a tail (the masked tail too), forward and backward.
+
+    The pieces cover a row's widest body: 137 columns are not 16-byte rows in
+    any dtype, and their body of at most 136 is held as 128 + 8; 129 has a
+    body of at most 128, which the main block holds, its last column falling
+    in the peel (``rms_norm._pieces``)."""
     launches = record_launches(monkeypatch, rms_mod)
     inputs = make_inputs(op, (5, n_cols), dtype, device, with_weight=with_weight)
     check_op(op, *inputs, plan="block")
@@ -419,6 +426,20 @@ def test_rows_compile_to_16_byte_vectors_at_any_width(plan, shape, dtype, monkey
     aligned = _launches(monkeypatch, (shape[0], -(-shape[1] // 8) * 8), dtype, plan)
     assert {s["kernel"] for s in peeled} == {s["kernel"] for s in aligned}
     assert_row_vectors(peeled, aligned, dtype)
+
+
+@pytest.mark.parametrize("n_cols", [4097, 4100])
+def test_peeled_rows_just_past_a_power_of_two_take_no_tail_piece(n_cols, monkeypatch):
+    """A peeled row of 4097 or 4100 float16 columns has a body of at most 4096:
+    the block plan holds it as a main block of 4096 and no tail
+    (``rms_norm._pieces``), and nothing spills on sm_90 (the backward spilled
+    20 and 40 bytes a thread with a tail piece that the peel left empty)."""
+    specs = _launches(monkeypatch, (4096, n_cols), torch.float16, "auto")
+    specs = [s for s in specs if s["kernel"] in ("_fwd_block_kernel", "_bwd_kernel")]
+    assert {(s["values"]["BLOCK"], s["values"]["TAIL"]) for s in specs} == {(4096, 0)}
+    assert {s["values"]["PEEL"] for s in specs} == {True}
+    for spec, ops in zip(specs, global_memory_ops(specs), strict=True):
+        assert "spills.0" in ops, (spec["kernel"], ops)
 
 
 def test_row_vector_check_rejects_unpeeled_rows(monkeypatch):

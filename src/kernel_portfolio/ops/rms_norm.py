@@ -70,7 +70,9 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   multiple of 4 but not 8 half-precision columns) move the same bytes: the
   kernels peel each row into a head, a 16-byte aligned body and a tail
   (``PEEL``, :mod:`kernel_portfolio.ops.peel`), and every tensor of a launch
-  shares the row's head. The weight and ``dweight`` are indexed by absolute
+  shares the row's head; the block pieces, chunks and slices cover the
+  widest body (``N // VEC * VEC`` columns, :func:`_body_width`), slice 0
+  takes the head and tail. The weight and ``dweight`` are indexed by absolute
   column (head plus body column), so in a peeled launch the body's weight
   loads and partial ``dweight`` stores are not 16-byte aligned and move one
   element an instruction; the weight comes from L1/L2, a partial ``dweight``
@@ -291,8 +293,9 @@ def _slice(chunks_per_split, n_cols, BLOCK: tl.constexpr):
     Slices are whole chunks, so ``start`` is a multiple of ``BLOCK``: the
     compiler can prove every chunk aligned (16-byte vectors), and a chunk
     reaches past ``end`` only at the body's end, so ``cols < n_cols`` (the
-    body's width) masks it. The host cuts the whole row, so a peeled row's
-    last slice may hold no body column (``end <= start``).
+    body's width) masks it. The host cuts the widest body
+    (:func:`_body_width`), so a peeled row's last slice may hold no body
+    column (``end <= start``).
     """
     start = tl.program_id(1) * chunks_per_split * BLOCK
     return start, tl.minimum(start + chunks_per_split * BLOCK, n_cols)
@@ -1072,8 +1075,13 @@ class BwdLaunch(NamedTuple):
     weight_each_row: bool
 
 
-def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool) -> BwdLaunch:
+def _bwd_launch(
+    plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool, width: int | None = None
+) -> BwdLaunch:
     """The backward kernels' launch under ``plan`` (``has_dh``: residual RMSNorm).
+
+    ``width``: the widest body of a row (:func:`_body_width`; ``n_cols`` when
+    not given).
 
     A block plan's backward takes the warps of its main block
     (:func:`kernel_portfolio.plans.block_pieces`) when the row derives fewer
@@ -1084,7 +1092,7 @@ def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool)
     that lets them reside, and whether the weight is held across rows (module
     constants above).
     """
-    block, tail = _pieces(n_cols, plan)
+    block, tail = _pieces(n_cols, plan, n_cols if width is None else width)
     warps = plan.num_warps
     if plan.kind == "block":
         warps = max(warps, plans.warps_for(block, elem_bytes))
@@ -1105,11 +1113,31 @@ def _bwd_launch(plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool)
     return BwdLaunch(block, tail, warps, per_sm, prefetch, max_registers, weight_each_row)
 
 
-def _pieces(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
-    """``(BLOCK, TAIL)`` of the kernels: a block plan's pieces, else ``(plan.block, 0)``."""
+def _body_width(n_cols: int, vec: int, peel: bool) -> int:
+    """The widest body of a row: ``n_cols``, or peeled ``n_cols // vec * vec`` (at least 1).
+
+    A peeled row's body is narrower by its head and tail, so the launch's
+    pieces, chunks and slices follow this width (a row of fewer than ``vec``
+    columns, all head and tail, keeps one column's worth of them).
+    """
+    return max(1, n_cols // vec * vec) if peel else n_cols
+
+
+def _pieces(n_cols: int, plan: plans.RowPlan, width: int) -> tuple[int, int]:
+    """``(BLOCK, TAIL)`` of the kernels: a block plan's pieces, else ``(plan.block, 0)``.
+
+    The pieces (:func:`kernel_portfolio.plans.block_pieces`) cover ``width``
+    columns, the widest body (:func:`_body_width`): a peeled row of 4097 or
+    4100 float16 columns is a main block of 4096 and no tail, the columns past
+    it falling in the peel. On sm_90 that took the backward's spills from 20
+    and 40 bytes a thread to none.
+    """
     if plan.kind != "block":
         return plan.block, 0
-    return plans.block_pieces(n_cols, plan.block)
+    main, tail = plans.block_pieces(n_cols, plan.block)
+    if tail and width <= main:
+        return main, 0
+    return plans.block_pieces(width, plan.block) if tail else (main, tail)
 
 
 def _split(n_cols: int, plan: plans.RowPlan) -> tuple[int, int]:
@@ -1203,6 +1231,7 @@ def _forward(
     # Row strides of x, residual, and y and h (written at row * n_cols).
     row_strides = (strides[0], strides[2], n_cols)
     vec, peel = plans.row_vec(x.element_size(), n_cols, row_strides, strides[1] == strides[3] == 1)
+    width = _body_width(n_cols, vec, peel)
     consts = {
         "HAS_RESIDUAL": has_res,
         "BLOCK": plan.block,
@@ -1214,14 +1243,14 @@ def _forward(
         pointers = (x, res, w, y, hh, rs)
         flags = {"HAS_WEIGHT": weight is not None, "STORE_RSTD": rstd is not None}
         if plan.kind == "block":
-            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
+            consts["BLOCK"], consts["TAIL"] = _pieces(n_cols, plan, width)
             for first_row, programs in plans.block_launches(n_rows):
                 launchable(_fwd_block_kernel)[(programs,)](
                     *pointers, first_row, n_cols, *strides, eps, **flags, **consts
                 )
             return
         if plan.kind == "looped":
-            one_chunk = plan.block >= n_cols
+            one_chunk = plan.block >= width
             passes = ("", "") if one_chunk else (LOOPED_FIRST_PASS, LOOPED_SECOND_PASS)
             programs = plans.persistent_programs(n_rows, plan, plans.sm_count(x.device))
             launchable(_fwd_looped_kernel)[(programs,)](
@@ -1237,7 +1266,7 @@ def _forward(
                 **consts,
             )
             return
-        chunks_per_split, n_split = _split(n_cols, plan)
+        chunks_per_split, n_split = _split(width, plan)
         ss = scratch((n_rows, n_split), torch.float32, x.device)
         grid = (n_rows, n_split)
         launchable(_fwd_partial_kernel)[grid](
@@ -1288,16 +1317,17 @@ def _backward(
         return
     dhh = dh if dh is not None else dy
     w = weight if weight is not None else h
-    launch = _bwd_launch(plan, n_cols, h.element_size(), dh is not None)
-    one_chunk = plan.kind != "split" and launch.block + launch.tail >= n_cols
-    sms = plans.sm_count(h.device)
-    programs = launch.per_sm * sms
-    chunks_per_split, n_split = _bwd_slices(n_cols, plan, launch.block, programs)
     strides = (*dy.stride(), *h.stride())  # stride_dym, stride_dyn, stride_hm, stride_hn
     # Row strides of dy, h, dh, and dx and dx2 (written at row * n_cols).
     row_strides = (strides[0], strides[2], dhh.stride(0), n_cols)
     unit_cols = strides[1] == strides[3] == dhh.stride(1) == 1
     vec, peel = plans.row_vec(h.element_size(), n_cols, row_strides, unit_cols)
+    width = _body_width(n_cols, vec, peel)
+    launch = _bwd_launch(plan, n_cols, h.element_size(), dh is not None, width)
+    one_chunk = plan.kind != "split" and launch.block + launch.tail >= width
+    sms = plans.sm_count(h.device)
+    programs = launch.per_sm * sms
+    chunks_per_split, n_split = _bwd_slices(width, plan, launch.block, programs)
     n_parts = _partial_rows(n_rows, programs, n_split, vec, peel)
     # Partial dweight rows of n_cols padded to 16 bytes: every row starts aligned.
     stride_pm = plans.cdiv(n_cols, 4) * 4
@@ -1309,7 +1339,7 @@ def _backward(
             dot = rstd  # not read: mean(g * h) comes from the row in registers
             n_dots = 1
         else:
-            per_dot, n_dots = _dot_slices(n_rows, n_cols, launch.block, chunks_per_split, sms)
+            per_dot, n_dots = _dot_slices(n_rows, width, launch.block, chunks_per_split, sms)
             dot = scratch((n_rows, n_dots), torch.float32, h.device)
             launchable(_bwd_dot_kernel)[(n_rows, n_dots)](
                 dy, h, w, dot, n_cols, per_dot, *strides, STEP=BWD_DOT_STEP, **consts
