@@ -246,7 +246,7 @@ display(HTML(pd.DataFrame(rows).to_html(index=False, escape=False)))
 # %% [markdown]
 # The counts are exactly the prediction: `constexpr` and `vec-hint` load 16 bytes
 # at a time at every width, `runtime` never does. A memory-bound kernel that issues
-# eight times the load instructions need not be eight times slower (the memory
+# eight times the load instructions need not be slower in proportion (the memory
 # system, not the instruction issue, is the usual limit), but it needs more
 # registers to hold the addresses and the loaded values, and registers decide how
 # much of the row the SM can keep in flight.

@@ -3,7 +3,8 @@
 The real ``results/`` may hold no benchmark result yet, so the fixture
 workspace adds a synthetic one (``kernel_portfolio.bench.records.fixture_result``,
 labelled as not a measurement) and two pages that quote it: a Markdown page
-with ``{{ claim }}`` and a notebook with ``quote()`` and ``charts.show()``.
+with ``{{ claim }}`` and a notebook with ``quote()`` and ``charts.show()``, both
+with claims in places no link can go (attributes, a chart's title) too.
 Nothing here touches the working tree itself.
 """
 
@@ -23,6 +24,7 @@ FIXTURE_ID = "fixture/smoke"
 SOFTMAX = "softmax/fwd/1024x4096/float16"
 MATMUL = "matmul/fwd/512x512x512/float16"
 
+_GBPS = f"{{{{ claim {FIXTURE_ID} {SOFTMAX} ours gbps }}}}"
 FIXTURE_PAGE = f"""# Fixture claims
 
 Softmax reaches {{{{ claim {FIXTURE_ID} {SOFTMAX} ours gbps }}}}
@@ -34,7 +36,10 @@ The GEMM reaches {{{{ claim {FIXTURE_ID} {MATMUL} ours tflops }}}},
 
 The syntax, shown literally: `{{{{ claim {FIXTURE_ID} {SOFTMAX} ours gbps }}}}`.
 
-[Back to the fixture notebook](fixture-notebook.py)
+Claims where no link can go: a link's title and a raw HTML attribute show their text,
+<abbr title="{{{{ claim {FIXTURE_ID} {SOFTMAX} ours median_us }}}} a call">the median</abbr>.
+
+[Back to the fixture notebook](fixture-notebook.py "softmax at {_GBPS}")
 """
 
 FIXTURE_NOTEBOOK = f"""# %% [markdown]
@@ -43,23 +48,24 @@ FIXTURE_NOTEBOOK = f"""# %% [markdown]
 # Quotes and a chart, the way case studies make them.
 
 # %%
-from IPython.display import Markdown, display
+import html
+
+from IPython.display import HTML, Markdown, display
 
 from kernel_portfolio import charts
 from kernel_portfolio.evidence import quote
 from kernel_portfolio.results import load, repo_root
 
 case = "{SOFTMAX}"
-display(
-    Markdown(
-        f"Ours: {{quote('{FIXTURE_ID}', case, 'gbps')}}, "
-        f"{{quote('{FIXTURE_ID}', case, 'speedup', baseline='torch')}} torch."
-    )
-)
+ratio = quote('{FIXTURE_ID}', case, 'speedup', baseline='torch')
+display(Markdown(f"Ours: {{quote('{FIXTURE_ID}', case, 'gbps')}}, {{ratio}} torch."))
+display(HTML(f'<abbr title="{{html.escape(str(ratio))}} torch">the ratio</abbr>'))
 
 # %%
 result = load(repo_root() / "results/{FIXTURE_ID}.json")
-charts.show(charts.summary_figure(result.frame(), "softmax"), "fixture-softmax")
+fig = charts.summary_figure(result.frame(), "softmax")
+fig.update_layout(title=f"softmax: ours at {{ratio}} torch")
+charts.show(fig, "fixture-softmax")
 
 # %% [markdown]
 # [Back to the fixture claims](fixture-claims.md)

@@ -9,6 +9,13 @@ not know where the site will put them). plotly.js is served once from the site's
 assets, never from a CDN and never inlined per figure. Every chart offers its
 data as a JSON download.
 
+A measured figure in a chart's text (its title, an axis title, an annotation,
+a trace name, a hover template's words) is a claim, as anywhere else: put the
+claim itself in the string (``title=f"softmax: ours at {claim}"``, with
+``claim`` from :func:`kernel_portfolio.evidence.quote`). :func:`figure_json`
+shows its text there and lists it in ``layout.meta["kp-claims"]``, where the
+evidence gate checks it; any other such figure fails the build.
+
 Example (a notebook cell)::
 
     from kernel_portfolio import charts, results
@@ -20,6 +27,7 @@ Example (a notebook cell)::
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +36,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+
+from kernel_portfolio.evidence.quote import FIGURE_CLAIMS, Claim, claims_to_text
 
 #: Colours by implementation, so one implementation looks the same on every chart.
 IMPL_COLORS = {
@@ -156,10 +166,46 @@ def _style(fig: go.Figure) -> go.Figure:
 
 
 def figure_json(fig: go.Figure) -> str:
-    """The figure as compact JSON, the form the site's script and the download use."""
+    """The figure as compact JSON, the form the site's script and the download use.
+
+    Each claim in the figure's strings (``<a class="kp-claim">``, as ``str()``
+    of a claim writes it) is replaced by its text and listed in
+    ``layout.meta["kp-claims"]`` (the claims' records, see
+    :meth:`kernel_portfolio.evidence.Claim.record`).
+
+    Raises:
+        TypeError: ``fig`` is not a plotly Figure.
+        ValueError: the figure quotes a claim and its ``layout.meta`` is set to
+            something other than a dict.
+    """
     if not isinstance(fig, go.Figure):
         raise TypeError(f"fig must be a plotly Figure, got {type(fig).__name__}")
-    return pio.to_json(fig, validate=False, pretty=False)
+    text = pio.to_json(fig, validate=False, pretty=False)
+    if "kp-claim" not in text:  # the cheap test: most figures quote nothing
+        return text
+    claims: list[Claim] = []
+
+    def shown(node):
+        if isinstance(node, str):
+            node, found = claims_to_text(node)
+            claims.extend(found)
+            return node
+        if isinstance(node, list):
+            return [shown(item) for item in node]
+        if isinstance(node, dict):
+            return {key: shown(value) for key, value in node.items()}
+        return node
+
+    figure = shown(json.loads(text))
+    layout = figure.setdefault("layout", {})
+    meta = layout.setdefault("meta", {})
+    if not isinstance(meta, dict):
+        raise ValueError(
+            f"layout.meta is a {type(meta).__name__}: a chart that quotes a claim lists it "
+            f"in layout.meta[{FIGURE_CLAIMS!r}], so meta must be a dict"
+        )
+    meta[FIGURE_CLAIMS] = [c.record() for c in dict.fromkeys(claims)]
+    return json.dumps(figure, separators=(",", ":"), ensure_ascii=False)
 
 
 def _check_name(name: object) -> str:

@@ -12,9 +12,11 @@
   markers of the benchmarks and evidence indexes. On a generated page, set
   each raw HTML block (its tables: hundreds of thousands of tags across the
   evidence pages) aside behind a comment, so that Markdown does not parse it.
-* ``on_page_content``: put those blocks back, unchanged; drop the CDN scripts
-  (MathJax, Mermaid) that nbconvert puts into every notebook page: the site
-  loads nothing from other hosts.
+* ``on_page_content``: put those blocks back, unchanged; show each claim
+  inside an attribute (an image's alt text, a title) as its text, listed in
+  the element's ``data-kp-claims``; drop the CDN scripts (MathJax, Mermaid)
+  that nbconvert puts into every notebook page: the site loads nothing from
+  other hosts.
 * ``on_post_page``: rewrite each claim's placeholder href into a relative link
   to its evidence.
 * ``on_post_build``: write the list of every claim into the evidence index,
@@ -32,7 +34,11 @@ import re
 from pathlib import Path
 
 from kernel_portfolio.evidence import gate, pages
-from kernel_portfolio.evidence.quote import PLACEHOLDER, expand_markdown
+from kernel_portfolio.evidence.quote import (
+    PLACEHOLDER,
+    expand_markdown,
+    render_attribute_claims,
+)
 
 log = logging.getLogger("mkdocs.plugins.kernel_portfolio")
 
@@ -312,6 +318,7 @@ class SiteBuild:
         kept = self.aside.pop(page.url, None)
         if kept is not None:
             return _ASIDE_RE.sub(lambda m: kept[int(m[1])], content)
+        content = render_attribute_claims(content)
         if not str(page.file.abs_src_path or "").endswith((".py", ".ipynb")):
             return content
         align_notebook_toc(content, page.toc)
@@ -343,7 +350,7 @@ class SiteBuild:
                 encoding="utf-8",
             )
             scans = [
-                gate.scan_page(s.url, index.read_text(encoding="utf-8"))
+                gate.read_charts(site, gate.scan_page(s.url, index.read_text(encoding="utf-8")))
                 if s.url == EVIDENCE_INDEX
                 else s
                 for s in scans
