@@ -100,3 +100,22 @@ def test_show_displays_the_inline_chart(result):
     fig = charts.summary_figure(result.frame(), "matmul")
     shown = charts.show(fig, "gemm")
     assert shown._repr_html_() == charts.chart_div(fig, "gemm")
+
+
+def test_a_claim_in_a_chart_shows_its_text_and_is_listed(result):
+    from kernel_portfolio.evidence.quote import Claim, make_claim
+
+    claim = make_claim("fixture/smoke", result.data, "softmax/fwd/1024x4096/float16", "gbps")
+    fig = charts.summary_figure(result.frame(), "softmax")
+    fig.update_layout(title=f"softmax reaches {claim}", meta={"note": "kept"})
+    fig.add_annotation(text=f"<b>{claim}</b>", x=0, y=0)
+    figure = json.loads(charts.figure_json(fig))
+    assert figure["layout"]["title"]["text"] == f"softmax reaches {claim.text}"
+    assert figure["layout"]["annotations"][0]["text"] == f"<b>{claim.text}</b>"
+    assert figure["layout"]["meta"]["note"] == "kept"
+    (record,) = figure["layout"]["meta"]["kp-claims"]  # listed once, shown twice
+    assert Claim.from_record(record) == claim
+    assert "kp-claim" not in charts.figure_json(charts.summary_figure(result.frame(), "softmax"))
+    fig.update_layout(meta=["a template's value"])
+    with pytest.raises(ValueError, match="meta must be a dict"):
+        charts.figure_json(fig)

@@ -457,7 +457,8 @@ def _mask_claims(text: str, claims: list[Claim]) -> tuple[str, set[int]]:
     for i, claim in enumerate(claims):
         if not claim.text:
             continue
-        text, n = re.subn(rf"(?<![\d.,]){re.escape(claim.text)}(?!\d)", _MASK, text)
+        shown = r"\s+".join(map(re.escape, claim.text.split()))
+        text, n = re.subn(rf"(?<![\d.,]){shown}(?!\d)", _MASK, text)
         if n:
             found.add(i)
     return text, found
@@ -1073,7 +1074,10 @@ def _judge_claim(url, attrs, text, results: ResultSet, fail) -> ClaimRecord:
         shown_value = float(attrs.get("data-value", "nan"))
     except ValueError:
         shown_value = math.nan
-    if text != claim.text or not math.isclose(shown_value, claim.value, rel_tol=1e-12):
+    # (the same figure whatever its spaces: Markdown turns the no-break one of a title into one)
+    if _norm(text) != _norm(claim.text) or not math.isclose(
+        shown_value, claim.value, rel_tol=1e-12
+    ):
         fail(
             f"{label} differs from the saved value {_show(claim.text)} ({claim.value!r}): tampered"
         )

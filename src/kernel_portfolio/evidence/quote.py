@@ -586,7 +586,8 @@ def _outside_spans(text: str, transform) -> str:
 
 _LINK = re.compile(r'<a class="kp-claim"(?P<attrs>[^<>]*)>(?P<text>[^<>]*)</a>')
 _LINK_ATTR = re.compile(r'\s([\w-]+)="([^"]*)"')
-_ESCAPED_LINK = re.compile(r"&lt;a class=(?:&quot;|&#34;|&#x22;)kp-claim\b", re.I)
+# (nbconvert writes a notebook's HTML output again: single-quoted, with only < and > escaped)
+_ESCAPED_LINK = re.compile(r"&lt;a class=(?:&quot;|&#34;|&#x22;|\")kp-claim\b", re.I)
 _START_TAG = re.compile(r"<[A-Za-z][\w:.-]*\s[^<>]*>")
 _TAG_ATTR = re.compile(r"""(?P<name>[^\s"'=<>/]+)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')""")
 
