@@ -7,6 +7,7 @@ result and two pages that quote it (see ``site_workspace``); the real
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import posixpath
@@ -76,6 +77,22 @@ def test_notebooks_executed_with_claims_and_charts(built):
     assert "kp-evidence:" not in page  # every placeholder href was rewritten
 
 
+def test_claims_where_no_link_can_go_show_their_text(built):
+    """In an attribute or a chart's title a claim is its text, listed beside it for the gate."""
+    for url, count in (("fixture-claims", 2), ("fixture-notebook", 1)):
+        page = (built.site / url / "index.html").read_text(encoding="utf-8")
+        assert "&lt;a class=" not in page and "&lt;/a&gt;" not in page
+        shown = re.findall(r'title="([^"]*)" data-kp-claims="([^"]*)"', page)
+        assert len(shown) == count, shown
+        for title, listed in shown:
+            records = json.loads(html.unescape(listed))
+            assert records and all(r["text"].split()[0] in title for r in records)
+    page = (built.site / "fixture-notebook" / "index.html").read_text(encoding="utf-8")
+    figure = json.loads(re.search(r'<template class="kp-chart-figure">(.*?)</template>', page)[1])
+    (record,) = figure["layout"]["meta"]["kp-claims"]
+    assert figure["layout"]["title"]["text"] == f"softmax: ours at {record['text']} torch"
+
+
 def test_evidence_page_links_raw_json_and_log(built):
     page = (built.site / "evidence/fixture/smoke/index.html").read_text(encoding="utf-8")
     for case in ("softmax-fwd-1024x4096-float16", "rms-norm-fwdbwd-32x127-bfloat16",
@@ -93,10 +110,10 @@ def test_evidence_index_lists_every_claim(built):
     index = (built.site / "evidence" / "index.html").read_text(encoding="utf-8")
     listed = json.loads((built.site / "evidence" / "claims.json").read_text(encoding="utf-8"))
     on_pages = [
-        (gate.page_url(built.site, p), text)
-        for p in _pages(built.site)
-        if gate.page_url(built.site, p) != "evidence/"
-        for _, text in gate.scan_page("", p.read_text(encoding="utf-8")).claims
+        (scan.url, text)
+        for scan in gate.scan_site(built.site)
+        if scan.url != "evidence/"
+        for _, text in scan.claims
     ]
     assert sorted((c["page"], c["text"]) for c in listed) == sorted(on_pages)
     for c in listed:  # a claim is archived exactly when it quotes an archived result

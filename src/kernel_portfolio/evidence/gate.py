@@ -1,23 +1,38 @@
 """The evidence gate: no measured-looking figure on the site without a saved result.
 
 :func:`check_site` reads every built HTML page (Markdown pages, executed
-notebooks, API pages, generated pages) and fails on:
+notebooks, API pages, generated pages): its text, the attributes a browser
+shows (:data:`SHOWN_ATTRIBUTES`: ``alt``, ``title``, ``aria-label``,
+``placeholder``) and the text each of its charts draws (from the figure JSON
+inline in the page or in the file beside it: titles, annotations, trace names,
+the words of hover and text templates; see :func:`scan_figure`). It fails on:
 
 * a **measured-looking figure outside a claim**: a number with a time unit
   (ns, us, µs, ms, s), a bandwidth or throughput unit (GB/s, TB/s, TFLOP/s,
   FLOP/s), a speed-up (``1.8x``, ``1.8×``, "1.8 times faster", "a speed-up of
-  1.8"), a percentage next to a bandwidth or baseline word ("91% of copy
+  1.8"), a speed-up in words ("twice as fast", "three times slower", "halves
+  the time", "a third of the time", "a threefold speed-up"; only time, speed,
+  throughput, bandwidth, latency and duration count, so "twice the bytes" is
+  arithmetic), a percentage next to a bandwidth or baseline word ("91% of copy
   bandwidth", "80% of cuBLAS"), or any number in a table column whose header
   carries such a unit or names a measured cost ("host cost", "peak memory").
   Code blocks are scanned too: a hand-typed timing in a
   code block is still a hand-typed timing. Navigation menus are skipped
-  because they repeat titles that are scanned on their own pages;
+  because they repeat titles that are scanned on their own pages. A chart's
+  data (coordinates, per-point text, custom data, tick values) is data, not
+  prose, and is not read;
 * a **claim** (``a.kp-claim``) that names a missing result, case or
   implementation, whose shown text or ``data-value`` differs from the saved
   value (tampered), whose link does not lead to its evidence, or that quotes a
   **stale** case (a source it depends on changed since it was measured). An
   archived result (``archive/...``) is quoted as a record of the past: it is
-  judged against the sources kept beside it, not against today's files;
+  judged against the sources kept beside it, not against today's files.
+  Where no link can go (an attribute, a chart's text) a claim shows its text,
+  and the element (``data-kp-claims``) or the figure (``layout.meta["kp-claims"]``)
+  lists it (see :mod:`kernel_portfolio.evidence.quote`): it is judged the
+  same way, but for the link, and one that the element or figure does not
+  show, or a list that does not parse, fails too. Only the listing element or
+  figure may show it: the same figure typed elsewhere is hand-typed;
 * an **evidence value** (``span.kp-value``) anywhere but the generated
   evidence pages of its own result (``evidence/<id>/`` and its per-operator
   detail pages), or whose text differs from the value the JSON pointer names
@@ -35,6 +50,8 @@ notebooks, API pages, generated pages) and fails on:
   name a bar and its baseline, or whose text differs from the shortfall
   recomputed from the saved values it names like a claim (checked, linked and
   judged stale like one);
+* a chart whose text cannot be read (its figure JSON does not parse, or its
+  file is missing);
 * a results file that does not validate (edited values or hashes);
 * a resource loaded from another host (script, stylesheet, image, frame,
   ``import()`` or ``url()``): the site must work offline;
@@ -381,8 +398,8 @@ def scan_page(url: str, source: str) -> PageScan:
             _scan_attributes(node, scan)
         if "kp-chart" in node.attrs.get("class", "") and "kp-chart" in node.classes:
             _scan_chart(node, scan)
-        if _is_claim(node):  # (a link; data-kp-in marks only the claims a chart or element lists)
-            attrs = {k: v for k, v in node.attrs.items() if k != "data-kp-in"}
+        if _is_claim(node):  # a link (LISTED_IN marks only the claims a chart or element lists)
+            attrs = {k: v for k, v in node.attrs.items() if k != LISTED_IN}
             scan.claims.append((attrs, node.text()))
             buffer.append(_MASK)
             return
@@ -420,6 +437,9 @@ def scan_page(url: str, source: str) -> PageScan:
 #: load, and to a screen reader), a tooltip, a label read aloud, an input's hint.
 SHOWN_ATTRIBUTES = ("alt", "title", "aria-label", "placeholder")
 _READ_ATTRIBUTES = frozenset((*SHOWN_ATTRIBUTES, CLAIMS_ATTRIBUTE))
+#: Key of a scanned claim's attributes naming the chart or element that lists it
+#: (absent for a link, :func:`scan_page` drops it from one).
+LISTED_IN = "data-kp-in"
 #: Keys of a plotly figure whose string a chart draws: titles (of the figure, an
 #: axis, a colour bar, a legend), annotation, shape-label and trace text set for
 #: all points, trace names, menu and slider labels, the slider's prefix and suffix.
@@ -467,7 +487,7 @@ def _mask_claims(text: str, claims: list[Claim]) -> tuple[str, set[int]]:
 def _add_listed(claims: list[Claim], found: set[int], where: str, scan: PageScan) -> None:
     """Record the claims a chart or an element lists; one it does not show is an error."""
     for i, claim in enumerate(claims):
-        scan.claims.append(({**claim.data_attrs(), "data-kp-in": where}, claim.text))
+        scan.claims.append(({**claim.data_attrs(), LISTED_IN: where}, claim.text))
         if i not in found:
             scan.errors.append(
                 f"{where} lists the claim {_show(claim.text)} ({claim.result_id} "
@@ -526,7 +546,7 @@ def _drawn_text(node: object, path: str = ""):
     for key, value in node.items():
         at = f"{path}.{key}" if path else key
         if key == "meta":
-            yield from _meta_strings(value, at)
+            yield from _strings(value, at)
         elif key in _FIGURE_TEMPLATES:
             for text in value if isinstance(value, list) else [value]:
                 if isinstance(text, str):
@@ -537,27 +557,17 @@ def _drawn_text(node: object, path: str = ""):
             yield from _drawn_text(value, at)
 
 
-def _meta_strings(node: object, path: str):
+def _strings(node: object, path: str):
+    """``(key path, string)`` of every string in ``node``, but the claims a figure lists."""
     if isinstance(node, str):
         yield path, node
     elif isinstance(node, list):
         for i, item in enumerate(node):
-            yield from _meta_strings(item, f"{path}[{i}]")
+            yield from _strings(item, f"{path}[{i}]")
     elif isinstance(node, dict):
         for key, value in node.items():
             if key != FIGURE_CLAIMS:
-                yield from _meta_strings(value, f"{path}.{key}")
-
-
-def _all_strings(node: object):
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, list):
-        for item in node:
-            yield from _all_strings(item)
-    elif isinstance(node, dict):
-        for value in node.values():
-            yield from _all_strings(value)
+                yield from _strings(value, f"{path}.{key}")
 
 
 def _plotly_text(text: str) -> str:
@@ -599,7 +609,7 @@ def scan_figure(source: str, where: str, scan: PageScan) -> None:
             Figure(f.kind, f.text, f"{where} {path}: {f.context}") for f in find_figures(masked)
         )
     if len(found) < len(claims):  # shown in the data (a bar's text), which is not read as prose
-        for text in _all_strings(figure.get("data")):
+        for _, text in _strings(figure.get("data"), "data"):
             found |= _mask_claims(text, claims)[1]
     _add_listed(claims, found, where, scan)
 
@@ -1044,11 +1054,11 @@ def _quoted(attrs: dict[str, str]) -> tuple[str, str, str, str, str | None, str]
 def _judge_claim(url, attrs, text, results: ResultSet, fail) -> ClaimRecord:
     """Check a claim: a link, or one listed by the chart or element whose text shows it.
 
-    A listed claim (``data-kp-in`` names where) is not a link: it is checked
-    like one, but for the link.
+    A listed claim (:data:`LISTED_IN` names where) is not a link: it is
+    checked like one, but for the link.
     """
     result_id, case_id, stat, impl, baseline, named = _quoted(attrs)
-    where = attrs.get("data-kp-in")
+    where = attrs.get(LISTED_IN)
     label = f"claim {text!r} ({named})" + (f" in {where}" if where else "")
     record = dict(
         page=url,
