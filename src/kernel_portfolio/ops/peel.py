@@ -45,15 +45,25 @@ def row_head(row_offset, VEC: tl.constexpr, PEEL: tl.constexpr):
 
 
 @triton.jit
-def body_offset(row_offset, head, VEC: tl.constexpr):
-    """Element offset of the row's body, ``row_offset + head``, visibly a multiple of ``VEC``."""
-    return (row_offset + head) // VEC * VEC
+def body_offset(row, stride_m, head, VEC: tl.constexpr, PEEL: tl.constexpr):
+    """Element offset of row ``row``'s body, visibly a multiple of ``VEC``.
+
+    ``row * stride_m + head``; without ``PEEL`` the stride is a multiple of
+    ``VEC`` already and is rebuilt as ``stride_m // VEC * VEC``, the aligned
+    kernels' own arithmetic.
+    """
+    return (row * stride_m + head) // VEC * VEC if PEEL else row * (stride_m // VEC * VEC)
 
 
 @triton.jit
-def body_width(n_cols, head, VEC: tl.constexpr):
-    """Columns of the body: ``n_cols - head`` rounded down to a multiple of ``VEC`` (at least 0)."""
-    return tl.maximum(n_cols - head, 0) // VEC * VEC
+def body_width(n_cols, head, VEC: tl.constexpr, PEEL: tl.constexpr):
+    """Columns of the body: ``n_cols - head`` rounded down to a multiple of ``VEC`` (at least 0).
+
+    A loop over a row's chunks keeps ``cdiv(n_cols, BLOCK)`` chunks, the same
+    for every row (a bound that changes row by row costs registers on sm_90),
+    and masks them with this width: a chunk past the body is masked whole.
+    """
+    return tl.maximum(n_cols - head, 0) // VEC * VEC if PEEL else n_cols // VEC * VEC
 
 
 @triton.jit

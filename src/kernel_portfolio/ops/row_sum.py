@@ -164,9 +164,9 @@ def _block_kernel(
     """
     rows = first_row + tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < n_rows
-    head = row_head(rows * stride_xm, VEC, PEEL)  # row * stride can pass 2^31
-    n_body = body_width(n_cols, head, VEC)[:, None]
-    x_rows = x_ptr + body_offset(rows * stride_xm, head, VEC)[:, None]
+    head = row_head(rows * stride_xm, VEC, PEEL)[:, None]  # row * stride can pass 2^31
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    x_rows = x_ptr + body_offset(rows[:, None], stride_xm, head, VEC, PEEL)
     cols = tl.arange(0, BLOCK)[None, :]
     x = tl.load(
         x_rows + cols.to(tl.int64) * stride_xn,
@@ -185,7 +185,7 @@ def _block_kernel(
         )
         total += tl.sum(x_tail.to(tl.float32), 1)
     if PEEL:
-        peel, peel_mask = peel_cols(head[:, None], n_body, n_cols, VEC)
+        peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
         x_peel = tl.load(x_rows + peel, mask=row_mask[:, None] & peel_mask, other=0.0)
         total += tl.sum(x_peel.to(tl.float32), 1)
     tl.store(out_ptr + rows, total.to(out_ptr.dtype.element_ty), mask=row_mask)
@@ -205,12 +205,12 @@ def _looped_kernel(
     EVICT: tl.constexpr,
 ):
     """Looped plan: a program walks its row's body in chunks, one pass (then head and tail)."""
+    n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         head = row_head(row64 * stride_xm, VEC, PEEL)
-        n_body = body_width(n_cols, head, VEC)
-        x_row = x_ptr + body_offset(row64 * stride_xm, head, VEC)
-        n_chunks = tl.cdiv(n_body, BLOCK)
+        n_body = body_width(n_cols, head, VEC, PEEL)
+        x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
         total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, EVICT, 1)
         if PEEL:
             total += _peel_sum(x_row, head, n_body, n_cols, VEC)
@@ -245,9 +245,9 @@ def _split_kernel(
     k = tl.program_id(1)
     n_splits = tl.num_programs(1)
     head = row_head(row * stride_xm, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
-    x_row = x_ptr + body_offset(row * stride_xm, head, VEC)
+    x_row = x_ptr + body_offset(row, stride_xm, head, VEC, PEEL)
     total = _chunked_sum(x_row, stride_xn, col0, chunks_per_split, n_body, BLOCK, EVICT, 2)
     if PEEL and k == 0:  # the row's head and tail
         total += _peel_sum(x_row, head, n_body, n_cols, VEC)

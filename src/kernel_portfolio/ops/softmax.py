@@ -305,9 +305,9 @@ def _fwd_block_kernel(
     """
     row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
     head = row_head(row64 * stride_xm, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
-    x_row = x_ptr + body_offset(row64 * stride_xm, head, VEC)
-    y_row = y_ptr + body_offset(row64 * stride_ym, head, VEC)
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
+    y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_body
     x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
@@ -357,16 +357,16 @@ def _fwd_looped_kernel(
 
     ``PEEL``: the body's chunks, then the head and tail, in each pass.
     """
+    n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         head = row_head(row64 * stride_xm, VEC, PEEL)
-        n_body = body_width(n_cols, head, VEC)
-        n_chunks = tl.cdiv(n_body, BLOCK)
-        x_row = x_ptr + body_offset(row64 * stride_xm, head, VEC)
+        n_body = body_width(n_cols, head, VEC, PEEL)
+        x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
         m, s = _online_max_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, FIRST)
         if PEEL:
             m, s = _peel_max_sum(x_row, head, n_body, n_cols, m, s, True, VEC)
-        y_row = y_ptr + body_offset(row64 * stride_ym, head, VEC)
+        y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
         _write_probs(x_row, stride_xn, y_row, m, s, 0, n_chunks, n_body, BLOCK, SECOND)
         if PEEL:
             _write_peel_probs(x_row, y_row, m, s, head, n_body, n_cols, True, VEC)
@@ -392,9 +392,9 @@ def _fwd_split_stats_kernel(
     row = tl.program_id(0).to(tl.int64)
     k = tl.program_id(1)
     head = row_head(row * stride_xm, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
-    x_row = x_ptr + body_offset(row * stride_xm, head, VEC)
+    x_row = x_ptr + body_offset(row, stride_xm, head, VEC, PEEL)
     m, s = _online_max_sum(x_row, stride_xn, col0, chunks_per_split, n_body, BLOCK, "")
     if PEEL:
         m, s = _peel_max_sum(x_row, head, n_body, n_cols, m, s, k == 0, VEC)
@@ -433,10 +433,10 @@ def _fwd_split_write_kernel(
     # No guard needed: m = -inf only when the whole row is -inf, whose answer is NaN.
     s = tl.sum(part_sum * tl.exp(part_max - m), 0)
     head = row_head(row * stride_xm, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
-    x_row = x_ptr + body_offset(row * stride_xm, head, VEC)
-    y_row = y_ptr + body_offset(row * stride_ym, head, VEC)
+    x_row = x_ptr + body_offset(row, stride_xm, head, VEC, PEEL)
+    y_row = y_ptr + body_offset(row, stride_ym, head, VEC, PEEL)
     _write_probs(x_row, stride_xn, y_row, m, s, col0, chunks_per_split, n_body, BLOCK, "")
     if PEEL:
         _write_peel_probs(x_row, y_row, m, s, head, n_body, n_cols, k == 0, VEC)
@@ -521,8 +521,8 @@ def _fwd_split_coop_kernel(
     # Relaxed: only the count matters, and it comes back while the chunk loads.
     ticket = tl.atomic_add(count_ptr, 1, sem="relaxed", scope="gpu")
     head = row_head(row * stride_xm, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
-    x_row = x_ptr + body_offset(row * stride_xm, head, VEC)
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    x_row = x_ptr + body_offset(row, stride_xm, head, VEC, PEEL)
     cols = k * BLOCK + tl.arange(0, BLOCK)
     mask = cols < n_body
     x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
@@ -559,7 +559,7 @@ def _fwd_split_coop_kernel(
         m = m_new
     # m = -inf only when the whole row is (s = 0): the scale is NaN, as the answer.
     scale = tl.exp(m_k - m) / s
-    y_row = y_ptr + body_offset(row * stride_ym, head, VEC)
+    y_row = y_ptr + body_offset(row, stride_ym, head, VEC, PEEL)
     tl.store(y_row + cols, (e * scale).to(y_ptr.dtype.element_ty), mask=mask)
     if PEEL:
         tl.store(y_row + peel, (e_peel * scale).to(y_ptr.dtype.element_ty), mask=peel_mask)
@@ -590,11 +590,11 @@ def _bwd_block_kernel(
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         head = row_head(row64 * stride_ym, VEC, PEEL)
-        n_body = body_width(n_cols, head, VEC)
+        n_body = body_width(n_cols, head, VEC, PEEL)
         mask = cols < n_body
-        y_row = y_ptr + body_offset(row64 * stride_ym, head, VEC)
-        dy_row = dy_ptr + body_offset(row64 * stride_dym, head, VEC)
-        dx_row = dx_ptr + body_offset(row64 * stride_dxm, head, VEC)
+        y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
+        dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
+        dx_row = dx_ptr + body_offset(row64, stride_dxm, head, VEC, PEEL)
         y, dy = _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, "")
         dot = tl.sum(y * dy, 0)
         if TAIL > 0:
@@ -639,17 +639,17 @@ def _bwd_looped_kernel(
 
     ``PEEL``: the body's chunks, then the head and tail, in each pass.
     """
+    n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         head = row_head(row64 * stride_ym, VEC, PEEL)
-        n_body = body_width(n_cols, head, VEC)
-        n_chunks = tl.cdiv(n_body, BLOCK)
-        y_row = y_ptr + body_offset(row64 * stride_ym, head, VEC)
-        dy_row = dy_ptr + body_offset(row64 * stride_dym, head, VEC)
+        n_body = body_width(n_cols, head, VEC, PEEL)
+        y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
+        dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
         dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, 0, n_chunks, n_body, BLOCK, FIRST)
         if PEEL:
             dot += _peel_dot(y_row, dy_row, head, n_body, n_cols, True, VEC)
-        dx_row = dx_ptr + body_offset(row64 * stride_dxm, head, VEC)
+        dx_row = dx_ptr + body_offset(row64, stride_dxm, head, VEC, PEEL)
         _write_grad(
             y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, 0, n_chunks, n_body, BLOCK, SECOND
         )
@@ -679,10 +679,10 @@ def _bwd_split_dot_kernel(
     row = tl.program_id(0).to(tl.int64)
     k = tl.program_id(1)
     head = row_head(row * stride_ym, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
-    y_row = y_ptr + body_offset(row * stride_ym, head, VEC)
-    dy_row = dy_ptr + body_offset(row * stride_dym, head, VEC)
+    y_row = y_ptr + body_offset(row, stride_ym, head, VEC, PEEL)
+    dy_row = dy_ptr + body_offset(row, stride_dym, head, VEC, PEEL)
     dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, chunks_per_split, n_body, BLOCK, "")
     if PEEL:
         dot += _peel_dot(y_row, dy_row, head, n_body, n_cols, k == 0, VEC)
@@ -717,11 +717,11 @@ def _bwd_split_write_kernel(
     slots = tl.arange(0, MAX_SPLITS)
     dot = tl.sum(tl.load(dot_ptr + row * n_splits + slots, mask=slots < n_splits, other=0.0), 0)
     head = row_head(row * stride_ym, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
-    y_row = y_ptr + body_offset(row * stride_ym, head, VEC)
-    dy_row = dy_ptr + body_offset(row * stride_dym, head, VEC)
-    dx_row = dx_ptr + body_offset(row * stride_dxm, head, VEC)
+    y_row = y_ptr + body_offset(row, stride_ym, head, VEC, PEEL)
+    dy_row = dy_ptr + body_offset(row, stride_dym, head, VEC, PEEL)
+    dx_row = dx_ptr + body_offset(row, stride_dxm, head, VEC, PEEL)
     _write_grad(
         y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, chunks_per_split, n_body, BLOCK, ""
     )
