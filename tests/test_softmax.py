@@ -47,6 +47,7 @@ SHAPES = [
     ((7, 781), "width past a power of two"),
     ((3, 1), "width 1"),
     ((5, 129), "2^7 + 1: a partial last chunk of one column"),
+    ((9, 100), "4 but not 8 columns a 16-byte vector: every other row starts aligned"),
     ((2, 3, 65), "leading batch dims"),
     ((0, 7), "no rows"),
     ((4, 0), "zero-width rows"),
