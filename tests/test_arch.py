@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernel_portfolio import arch
-from kernel_portfolio.cli import UserError
+from kernel_portfolio.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 MATRIX = REPO / "results" / "triton-releases" / "matrix.json"

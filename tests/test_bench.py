@@ -493,6 +493,19 @@ def test_cli_output_into_a_reader_that_stopped():
     assert kp.returncode == 0 and b"Traceback" not in kp.stderr, kp.stderr.decode()
 
 
+def test_subcommand_modules_do_not_import_the_cli():
+    """The ``kp`` parser imports each subcommand's module; none of them imports it back."""
+    code = (
+        "import sys; import kernel_portfolio.bench.cli, kernel_portfolio.bench.env, "
+        "kernel_portfolio.evidence.cli, kernel_portfolio.course.cli; "
+        "print('kernel_portfolio.cli' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "False", out.stderr
+
+
 def test_cli_results_lists_current_and_stale(tmp_path, monkeypatch, capsys):
     (tmp_path / "pyproject.toml").write_text("")
     data = fixture_result(runner.repo_root())

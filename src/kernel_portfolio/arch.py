@@ -747,7 +747,7 @@ def _format_table(rows: list[dict]) -> str:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from kernel_portfolio.cli import UserError
+    from kernel_portfolio.errors import UserError
 
     try:
         probes = probe(
@@ -764,7 +764,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_ptxas(args: argparse.Namespace) -> int:
-    from kernel_portfolio.cli import UserError
+    from kernel_portfolio.errors import UserError
 
     try:
         source = compile_probe(args.kernel, args.capability)

@@ -14,7 +14,7 @@ import json
 import shlex
 import sys
 
-from kernel_portfolio.cli import UserError
+from kernel_portfolio.errors import UserError
 
 #: Baselines that are packages of their own: implementation name -> what to install.
 OPTIONAL_BASELINES = {"liger": "Liger-Kernel: pip install -e '.[bench]'"}
