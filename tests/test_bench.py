@@ -601,25 +601,3 @@ def test_sanitize_paths_pass_and_reject_a_broken_kernel(sanitize_paths, monkeypa
     out = capsys.readouterr().out
     assert "FAIL  CheckFailed: output 0: relative error" in out and "1 paths, 1 failed" in out
     assert sanitize_paths.main(["--small", "--only", "no such path"]) == 2
-
-
-# ------------------------------------------------- scripts/host_profile.py
-@pytest.mark.skipif(
-    torch.cuda.is_available(), reason="times the Python host path under the interpreter"
-)
-def test_host_profile_times_and_profiles_with_launches_stubbed(monkeypatch, capsys):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")  # the script sets it; restored afterwards
-    path = runner.repo_root() / "scripts" / "host_profile.py"
-    spec = importlib.util.spec_from_file_location("host_profile", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    run = module.InterpretedFunction.run
-    argv = ["--ops", "rms_norm", "--calls", "3", "--repeats", "1", "--profile", "rms_norm/fwdbwd"]
-    assert module.main([*argv, "--top", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "rms_norm/fwd/32x127" in out and "rms_norm/fwdbwd/32x127" in out
-    assert "function calls" in out  # the profile
-    assert module.InterpretedFunction.run is run  # the launches work again
-    with pytest.raises(SystemExit) as exc:
-        module.main(["--profile", "rms_norm"])
-    assert exc.value.code == 2
