@@ -9,11 +9,12 @@ import sys
 
 import pytest
 import torch
+from site_workspace import fixture_result
 
 from kernel_portfolio import plans
 from kernel_portfolio.bench import plan, records, runner, suites
 from kernel_portfolio.bench.env import gpu_slug
-from kernel_portfolio.bench.records import ImplOutcome, build_case_record, fixture_result
+from kernel_portfolio.bench.records import ImplOutcome, build_case_record
 from kernel_portfolio.bench.suites import OPS, SUITES, Case, Suite, eval_formula
 from kernel_portfolio.cli import main
 from kernel_portfolio.ops import row_sum

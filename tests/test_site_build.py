@@ -345,14 +345,13 @@ def _generated(root: Path) -> dict[str, str]:
 
 
 def test_sweeps_get_evidence_pages_but_no_benchmark_tables(tmp_path):
-    from kernel_portfolio.bench.records import fixture_result
     from kernel_portfolio.results import save
 
-    save(fixture_result(sw.ROOT), tmp_path / "results/fixture/smoke.json")
-    filtered = fixture_result(sw.ROOT)
+    save(sw.fixture_result(sw.ROOT), tmp_path / "results/fixture/smoke.json")
+    filtered = sw.fixture_result(sw.ROOT)
     filtered["filter"] = "op=softmax"
     save(filtered, tmp_path / "results/fixture/smoke--op-softmax.json")
-    sweep = fixture_result(sw.ROOT)
+    sweep = sw.fixture_result(sw.ROOT)
     sweep["suite"] = "chunk_rules_run1"
     save(sweep, tmp_path / "results/fixture/chunk_rules_run1.json")
     generated = _generated(tmp_path)
@@ -367,11 +366,10 @@ def test_sweeps_get_evidence_pages_but_no_benchmark_tables(tmp_path):
 
 
 def test_skip_reasons_stay_out_of_measured_columns(tmp_path):
-    from kernel_portfolio.bench.records import fixture_result
     from kernel_portfolio.results import save
 
     reason = "check: RuntimeError: n = 131072 exceeds the 65536 columns Liger launches"
-    data = fixture_result(sw.ROOT, skip={"liger": reason})
+    data = sw.fixture_result(sw.ROOT, skip={"liger": reason})
     save(data, tmp_path / "results/fixture/smoke.json")
     page = _generated(tmp_path)["benchmarks/fixture.md"]
     start = page.index("<table>", page.index("### softmax"))  # past the speed targets
@@ -383,12 +381,11 @@ def test_skip_reasons_stay_out_of_measured_columns(tmp_path):
 
 
 def test_large_results_split_into_detail_pages(tmp_path, monkeypatch):
-    from kernel_portfolio.bench.records import fixture_result
     from kernel_portfolio.evidence import pages
     from kernel_portfolio.results import save
 
     monkeypatch.setattr(pages, "PAGE_ROWS", 20)
-    data = fixture_result(sw.ROOT, suite="default")
+    data = sw.fixture_result(sw.ROOT, suite="default")
     save(data, tmp_path / "results/fixture/default.json")
     files = {f.src_uri: f.content for f in pages.evidence_page("fixture/default", data, {})}
     main = files.pop("evidence/fixture/default.md")

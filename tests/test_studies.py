@@ -335,7 +335,7 @@ def _run_data(cells: dict, gpu: str = "h200") -> dict:
     return build_result(
         suite="chunk_rules_run1", gpu_slug=gpu, command="synthetic",
         started_utc="2026-01-01T00:00:00Z", finished_utc="2026-01-01T00:00:01Z",
-        git={"commit": None, "dirty": None}, sources={}, env=env,
+        git={"commit": "0" * 40, "dirty": None}, sources={}, env=env,  # no commit measured
         gpu_state={"before": state, "after": state, "busy_at_start": False},
         copy_bandwidth=copy_record(1 << 20, [1.0]),
         timing={"cache": "cold", "visits": 1, "seed": 1, "warmup_ms": 0, "notes": "synthetic"},
