@@ -89,7 +89,8 @@ def _tree_files() -> list[str]:
         ]
 
 
-def _git_out(root: Path, *args: str) -> str | None:
+def git_out(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS``: its stripped stdout, or ``None`` when git fails."""
     proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
     return proc.stdout.strip() if proc.returncode == 0 else None
 
@@ -101,7 +102,7 @@ def link_history(dest: Path) -> Path:
     finds every object of this checkout, as an archived result's check needs.
     Nothing is done where this checkout is not a git repository.
     """
-    objects = _git_out(ROOT, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+    objects = git_out(ROOT, "rev-parse", "--path-format=absolute", "--git-path", "objects")
     if objects is not None:
         subprocess.run(["git", "init", "-q", str(dest)], check=True, capture_output=True)
         (dest / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
@@ -118,8 +119,8 @@ def fixture_result(root: Path, **kwargs) -> dict:
     from kernel_portfolio.bench import records
 
     data = records.fixture_result(root, **kwargs)
-    commit = _git_out(Path(root), "rev-parse", "--verify", "-q", "HEAD^{commit}")
-    data["git"] = {"commit": commit or _git_out(ROOT, "rev-parse", "HEAD"), "dirty": False}
+    commit = git_out(Path(root), "rev-parse", "--verify", "-q", "HEAD^{commit}")
+    data["git"] = {"commit": commit or git_out(ROOT, "rev-parse", "HEAD"), "dirty": False}
     return data
 
 
