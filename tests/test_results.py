@@ -421,19 +421,22 @@ def test_archive_of_a_dirty_run_reads_stale(root):
     assert archived.case_staleness(gemm_case, root).current
 
 
-def test_archiving_needs_the_commit_and_writes_nothing_without_it(root):
+def test_archiving_without_the_commit_keeps_the_run_and_says_so(root):
+    """A clone whose history lacks the previous run's commit: nothing is lost, the note says why."""
     _commit_all(root, "v1")
     out = root / "results" / "gpu-a"
     unknown = fixture_result(root, gpu_slug="gpu-a")
     unknown["git"]["commit"] = "f" * 40  # measured at a commit this history lacks
     commit_run(unknown, out, "smoke", "run 1\n", root)
-    before = (out / "smoke.json").read_bytes()
     kernel = root / SOFTMAX
     kernel.write_text(kernel.read_text() + "\n# edit\n")
-    with pytest.raises(CommitMissing, match="git fetch --unshallow"):
-        commit_run(fixture_result(root, gpu_slug="gpu-a"), out, "smoke", "run 2\n", root)
-    assert (out / "smoke.json").read_bytes() == before
-    assert not (root / "results" / "archive").exists()
+    new = fixture_result(root, gpu_slug="gpu-a", seed=1)
+    done = commit_run(new, out, "smoke", "run 2\n", root)
+    assert load(done.path).data["cases"] == new["cases"]
+    assert load(done.archived).data["git"]["commit"] == "f" * 40
+    assert any("not checked here" in n and "git fetch --unshallow" in n for n in done.notes)
+    with pytest.raises(CommitMissing, match="f{40} is not in the git history"):
+        load(done.archived).staleness(root)
 
 
 def test_archived_result_outside_git_fails_with_one_line(root):

@@ -27,11 +27,11 @@ from kernel_portfolio.results.schema import COMMIT, ResultError, validate
 from kernel_portfolio.results.store import (
     ARCHIVE_DIR,
     RESULTS_DIR,
+    CommitMissing,
     Result,
     load,
     repo_root,
     save,
-    sources_at_commit,
     write_text_atomic,
 )
 
@@ -117,31 +117,21 @@ def _stamp(utc: str) -> str:
     return utc.split(".")[0].rstrip("Z").replace("-", "").replace(":", "") + "Z"
 
 
-def archive_result(previous: Result, root: str | Path | None = None) -> tuple[Path, list[str]]:
+def archive_result(previous: Result) -> Path:
     """Copy a result and its log into ``results/archive/<gpu>/``; git keeps its sources.
 
     The archive goes beside the result's own GPU folder:
     ``<results>/archive/<gpu-slug>/<stem>-<stamp>.json`` (+ ``.log``), stamped
-    with the run's finish time. It is judged against the files at its recorded
-    commit from then on; they are read here first, before anything is written.
+    with the run's finish time. From then on it is judged against the files at
+    its recorded commit (:meth:`Result.staleness`).
 
     Args:
         previous: The result to archive (it stays where it is).
-        root: Repository root whose git history holds the result's commit
-            (default :func:`repo_root`).
 
     Returns:
-        The archived file and the sources whose file at the result's commit
-        does not match the hash it recorded (a run of a dirty tree, say): the
-        archived cases that depend on them read as stale.
-
-    Raises:
-        CommitMissing: the git history at ``root`` lacks the result's commit.
+        The archived file.
     """
-    root = Path(root) if root is not None else repo_root()
     data = dict(previous.data)
-    at_commit = sources_at_commit(root, data["git"]["commit"], data["sources"], path=previous.path)
-    changed = sorted(p for p, digest in data["sources"].items() if at_commit[p] != digest)
     base_dir = previous.path.parent.parent / ARCHIVE_DIR / data["gpu_slug"]
     name = f"{previous.path.stem}-{_stamp(data['finished_utc'])}"
     n = 1
@@ -156,7 +146,7 @@ def archive_result(previous: Result, root: str | Path | None = None) -> tuple[Pa
     else:
         data["log"] = None
     save(data, target)
-    return target, changed
+    return target
 
 
 def _named_texts(root: Path) -> str:
@@ -208,7 +198,9 @@ def commit_run(
     The previous ``<stem>.json`` in ``out_dir`` (same GPU, same suite) is
     archived first when its recorded source hashes differ from the new ones
     (then :func:`prune_archive` drops older archived sets of the suite that
-    nothing names); with the same hashes it is simply replaced. Other GPUs'
+    nothing names); with the same hashes it is simply replaced. The archived
+    result is checked against the files at its commit; where this clone's
+    history lacks that commit it is archived all the same, with a note. Other GPUs'
     folders and other suites are never touched.
 
     Args:
@@ -220,9 +212,7 @@ def commit_run(
         root: Repository root whose git history holds the previous result's commit.
 
     Raises:
-        ResultError: ``data`` is not a valid result, or the previous result has
-            to be archived and git lacks its commit (:class:`CommitMissing`);
-            nothing is written then.
+        ResultError: ``data`` is not a valid result.
     """
     out_dir = Path(out_dir)
     target = out_dir / f"{stem}.json"
@@ -237,7 +227,11 @@ def commit_run(
             done.notes.append(f"the previous file did not load and is replaced: {err}")
     if done.previous is not None and done.previous.data["sources"] != data["sources"]:
         root = Path(root) if root is not None else repo_root()
-        done.archived, done.changed_sources = archive_result(done.previous, root)
+        done.archived = archive_result(done.previous)
+        try:
+            done.changed_sources = load(done.archived).staleness(root).changed
+        except CommitMissing as err:  # kept all the same: the history can be fetched later
+            done.notes.append(f"archived {done.archived.name}, not checked here: {err}")
         if done.changed_sources:
             commit = done.previous.data["git"]["commit"]
             done.notes.append(
