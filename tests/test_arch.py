@@ -262,6 +262,7 @@ def _mutations():
         "sha256": lambda d: release(d)["wheel"].update(sha256="not-a-hash"),
         "status": lambda d: release(d)["ptxas_checks"][0].update(status="maybe"),
         "sources": lambda d: d["sources"].update({"x.py": "abc"}),
+        "commit": lambda d: d["git"].update(commit=d["git"]["commit"][:7]),
     }
 
 
