@@ -1,12 +1,19 @@
 """Run every kernel path once at small shapes, checked against the float64 references.
 
-Meant to run under ``compute-sanitizer --tool memcheck`` (``scripts/gpu_final.sh``):
-each path runs once, on ragged shapes (rows not a multiple of any block,
-matrices not a multiple of any tile), so an out-of-bounds load or store shows
-as a memcheck error. ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` is set before torch
-is imported, so every tensor is its own ``cudaMalloc`` and memcheck sees the
-exact bounds of each allocation (with the caching allocator an overrun can land
-inside a larger cached block and go unseen).
+Writes the memcheck log ``results/h200/checks/memcheck-<UTC stamp>.log`` (its
+console output under the sanitizer; ``scripts/h200_session.sh checks`` runs it
+so). Re-run on the GPU machine (about a minute)::
+
+    compute-sanitizer --tool memcheck --error-exitcode 1 python3 scripts/sanitize_paths.py \
+        > results/h200/checks/memcheck-$(date -u +%Y%m%dT%H%MZ).log 2>&1
+
+Under ``compute-sanitizer --tool memcheck`` each path runs once, on ragged
+shapes (rows not a multiple of any block, matrices not a multiple of any
+tile), so an out-of-bounds load or store shows as a memcheck error.
+``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` is set before torch is imported, so every
+tensor is its own ``cudaMalloc`` and memcheck sees the exact bounds of each
+allocation (with the caching allocator an overrun can land inside a larger
+cached block and go unseen).
 
 Paths: ``add`` (dense and strided kernels) in each dtype; ``row_sum``,
 ``softmax``, ``rms_norm`` and ``residual_rms_norm`` with each row plan forced
@@ -24,7 +31,7 @@ missing, non-finite or off the float64 reference by more than the dtype's
 bound (:func:`kernel_portfolio.bench.runner.tolerance`), or if a path raises.
 
 Usage:
-    python3 scripts/sanitize_paths.py            # on a GPU
+    python3 scripts/sanitize_paths.py            # on a GPU, without the sanitizer
     TRITON_INTERPRET=1 python3 scripts/sanitize_paths.py --small   # on a CPU
 """
 

@@ -6,13 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
+from site_workspace import fixture_result
 
 from kernel_portfolio.bench import targets
-from kernel_portfolio.bench.records import (
-    ImplOutcome,
-    build_case_record,
-    fixture_result,
-)
+from kernel_portfolio.bench.records import ImplOutcome, build_case_record
 from kernel_portfolio.bench.suites import Case
 from kernel_portfolio.evidence import gate, pages
 from kernel_portfolio.evidence.sitebuild import rewrite_claim_links

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import posixpath
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -128,13 +129,19 @@ def raw_names(result_id: str, data: dict) -> tuple[str, str | None]:
 # ------------------------------------------------------------ evidence pages
 
 
-def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> list[GeneratedFile]:
+def evidence_page(
+    result_id: str, data: dict, stale: dict[str, list[str]], repo_url: str | None = None
+) -> list[GeneratedFile]:
     """The evidence page of one result, and its chart files.
 
     Args:
         result_id: Result id.
         data: The result's data.
-        stale: For each stale case id, the sources that changed since the run.
+        stale: For each stale case id, the sources that changed since the run
+            (for an archived result: whose file at its commit differs).
+        repo_url: The repository's web address (``repo_url`` of ``mkdocs.yml``):
+            each source links to its file at the run's commit there. Without
+            it the page shows the ``git show COMMIT:PATH`` that prints the file.
 
     Returns:
         The page (``evidence/<id>.md``), one samples chart JSON per operator
@@ -166,22 +173,29 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
     if archived:
         lines += [
             '!!! note "Archived result"',
-            "    This run was superseded. It is kept with the exact sources it measured, "
-            "so it stays quotable as a record of the past.",
+            "    This run was superseded. Git keeps the sources it measured at its commit, "
+            "and the build checks the hashes it recorded against those files (Sources, "
+            "below), so it stays quotable as a record of the past.",
             "",
         ]
     if stale:
         lines += [
             '!!! warning "Stale cases"',
-            f"    {len(stale)} case(s) depend on sources that changed since this run; "
-            "the site refuses to quote them until they are measured again.",
+            f"    {len(stale)} case(s) depend on sources "
+            + (
+                "whose files at the run's commit differ from the hashes it recorded"
+                if archived
+                else "that changed since this run"
+            )
+            + "; the site refuses to quote them until they are measured again.",
             "",
         ]
     run_rows = [
         ("command", f"<code>{_text(result_id, data, 'command')}</code>"),
         (
             "commit",
-            f"<code>{_esc(git.get('commit'))}</code>" + (" (dirty)" if git.get("dirty") else ""),
+            f"<code>{_text(result_id, data, 'git', 'commit')}</code>"
+            + (" (dirty: the tree had uncommitted changes)" if git.get("dirty") else ""),
         ),
         ("started (UTC)", _esc(data.get("started_utc", ""))),
         ("finished (UTC)", _esc(data.get("finished_utc", ""))),
@@ -233,6 +247,7 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
             )
         )
     lines += ["## Run", "", _table(None, run_rows), ""]
+    lines += _sources_section(result_id, data, archived, repo_url)
 
     files: list[GeneratedFile] = []
     cases = list(enumerate(data.get("cases", [])))
@@ -276,6 +291,39 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
         ]
     files.append(GeneratedFile(page, "\n".join(lines)))
     return files
+
+
+def _sources_section(result_id: str, data: dict, archived: bool, repo_url: str | None) -> list[str]:
+    """The files the numbers depend on: recorded hash, and the file at the run's commit."""
+    commit = data["git"]["commit"]
+    against = (
+        "an archived result's are checked against the files at this commit"
+        if archived
+        else "a current result's are checked against the files in the tree"
+    )
+    rows = []
+    for path in sorted(data.get("sources", {})):
+        if repo_url:
+            url = f"{repo_url.rstrip('/')}/blob/{commit}/{urllib.parse.quote(path)}"
+            where = f'<a href="{_esc(url)}">the file at the commit</a>'
+        else:
+            where = f"<code>git show {_esc(commit)}:{_esc(path)}</code>"
+        rows.append(
+            [
+                f"<code>{_esc(path)}</code>",
+                f"<code>{_text(result_id, data, 'sources', path)}</code>",
+                where,
+            ]
+        )
+    return [
+        "## Sources",
+        "",
+        "The SHA-256 (LF line ends) of every file the numbers depend on, as the run "
+        f"recorded them; {against}. Git keeps each file as the run's commit holds it.",
+        "",
+        _table(["file", "SHA-256", "at its commit"], rows),
+        "",
+    ]
 
 
 def _parts(in_op: list) -> list[list]:
@@ -866,10 +914,9 @@ def benchmarks_index(
     if others:
         lines += [
             "",
-            "Not tabulated here: the case studies' sweeps, and superseded runs kept with the "
-            "sources they measured (quotable as archived results). Each has its evidence page: "
-            + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in others)
-            + ".",
+            "Not tabulated here: the case studies' sweeps, and superseded runs (quotable as "
+            "archived results, judged against the sources at their commit). Each has its "
+            "evidence page: " + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in others) + ".",
         ]
     if invalid:
         lines += [
