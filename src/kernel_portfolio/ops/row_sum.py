@@ -79,7 +79,7 @@ from kernel_portfolio.contracts import (
     scratch,
     stream_buffer,
 )
-from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head
+from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head, row_vec
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = ["first_row", "n_rows", "n_cols", "stride_xm"]
@@ -299,7 +299,7 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
     x2 = plans.as_rows(x)
     n_rows, n_cols = x2.shape
     stride_xm, stride_xn = x2.stride()
-    vec, peel = plans.row_vec(x.element_size(), n_cols, (stride_xm,), stride_xn == 1)
+    vec, peel = row_vec(x.element_size(), n_cols, (stride_xm,), stride_xn == 1)
     consts = {
         "BLOCK": plan.block,
         "VEC": vec,

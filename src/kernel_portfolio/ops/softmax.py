@@ -99,7 +99,7 @@ from kernel_portfolio.contracts import (
     scratch,
     stream_buffer,
 )
-from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head
+from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head, row_vec
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = [
@@ -784,7 +784,7 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
     x2 = plans.as_rows(x)
     n_rows, n_cols = x2.shape
     stride_xm, stride_xn = x2.stride()
-    vec, peel = plans.row_vec(x.element_size(), n_cols, (stride_xm, n_cols), stride_xn == 1)
+    vec, peel = row_vec(x.element_size(), n_cols, (stride_xm, n_cols), stride_xn == 1)
     consts = {"BLOCK": plan.block, "VEC": vec, "PEEL": peel, "num_warps": plan.num_warps}
     with device_guard(x):
         if plan.kind == "block":
@@ -864,7 +864,7 @@ def _launch_backward(
     y2, dy2 = plans.as_rows(y), plans.as_rows(dy)
     n_rows, n_cols = y2.shape
     strides = (*y2.stride(), *dy2.stride())  # stride_ym, stride_yn, stride_dym, stride_dyn
-    vec, peel = plans.row_vec(
+    vec, peel = row_vec(
         y.element_size(), n_cols, strides[::2] + (n_cols,), strides[1] == strides[3] == 1
     )
     consts = {"BLOCK": plan.block, "VEC": vec, "PEEL": peel, "num_warps": plan.num_warps}
