@@ -12,7 +12,7 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
   at most :data:`BLOCK_TILE_BYTES` and :data:`BLOCK_TILE_ROWS` rows
   (:func:`block_tile` gives the rows and the warps): a program per row of
   512 or 1024 half-precision columns holds too little in flight to keep the
-  memory busy. On the H200 (``scripts/row_tile_ab.py``,
+  memory busy. On the H200 (an A/B of the settings,
   ``results/h200/checks/row-tile-ab-20261202T1510Z.log``) this setting was
   the fastest on the mean of those timed; it sums narrow rows of many rows
   much faster than one row a program, and a few narrow rows (4x1000) a
@@ -42,9 +42,11 @@ dispatcher and its autograd wrapper cost far more host time than the kernel);
 under ``torch.compile``, dispatch modes and ``torch.func`` through the custom
 op ``kp::row_sum``, whose body is the same code.
 
-Specialisation, strides and int64 offsets follow :mod:`kernel_portfolio.ops.softmax`:
-``BLOCK``, ``TAIL`` (a block plan's second piece, or 0), ``ROWS`` (a block
-plan's rows a program), ``VEC`` and the warp count are compiled in; the row
+Specialisation, strides, row alignment and int64 offsets follow
+:mod:`kernel_portfolio.ops.softmax`: ``BLOCK``, ``TAIL`` (a block plan's
+second piece, or 0), ``ROWS`` (a block plan's rows a program), ``VEC``,
+``PEEL`` (rows not 16 bytes apart: :mod:`kernel_portfolio.ops.peel`) and the
+warp count are compiled in; the row
 count (or a launch's first row), row width and row strides are runtime
 arguments Triton does not specialise, so a new batch size never recompiles;
 rows are read in place through
@@ -54,9 +56,9 @@ after one copy (:func:`kernel_portfolio.plans.as_rows`).
 Every load of a row of 16-bit elements is marked ``evict_first``
 (:data:`LOAD_POLICY`): the kernel reads each line once, so its lines are the
 first an L2 miss replaces, and the lines other kernels left in the L2 stay.
-On the H200 (``scripts/load_policy_ab.py``) this sped the float16 and
-bfloat16 row sums up at every shape timed, and slowed the float32 row sum at
-16384x8192, which keeps the default.
+On the H200 (``results/h200/checks/load-policy-ab-20261202T0614Z.log``) this
+sped the float16 and bfloat16 row sums up at every shape timed, and slowed the
+float32 row sum at 16384x8192, which keeps the default.
 """
 
 from __future__ import annotations

@@ -47,10 +47,12 @@ seen so far is ``-inf`` (a masked prefix of the row), the running max is
 makes ``exp(-inf - 0) = 0`` the right contribution.
 
 What is compiled, and what is not: ``BLOCK`` (register tile width), ``TAIL``
-(the block plan's second piece, or 0), ``VEC`` (see
-:func:`kernel_portfolio.plans.vec_width`), ``MAX_SPLITS`` and the warp count
-are compile-time constants. The row count, row width, row strides and split
-sizes are runtime arguments that Triton is told not to specialise
+(the block plan's second piece, or 0), ``VEC`` and ``PEEL`` (see
+:func:`kernel_portfolio.ops.peel.row_vec`: rows whose stride is not a multiple
+of 16 bytes, a vocabulary of 50257, are peeled into a head, a 16-byte aligned
+body and a tail, the head and tail held by one program of the row),
+``MAX_SPLITS`` and the warp count are compile-time constants. The row count,
+row width, row strides and split sizes are runtime arguments that Triton is told not to specialise
 (``do_not_specialize``), so a new batch size, or a new width with the same
 ``BLOCK`` and ``TAIL``, reuses the compiled kernel (a split plan has two
 forms, the cooperative one while its programs fit the SMs and the two launches
