@@ -241,6 +241,7 @@ def test_plans_at_the_model_shapes(m, n, k):
         ((64, 14336, 4096), "64x128x128 w4 s4", 1),  # 112 tiles: more than half a wave
         ((64, 4096, 1024), "64x128x128 w4 s4", 1),  # runs would be shorter than 1024
         ((1024, 6144, 4096), "128x128x64 w8 s4", 1),  # 128x256: two waves 73% full
+        ((1024, 14336, 4096), "128x128x64 w8 s4", 1),  # 128x256: four waves 85% full
         ((1024, 4096, 4096), "128x256x64 w8 s3", 1),  # 128x256: one wave 97% full
         ((1024, 1024, 65536), "128x256x64 w8 s3", 4),  # dB of a large batch: 32 tiles
         ((4096, 4096, 64), "128x256x64 w8 s3", 1),  # dB of a batch of 64: K too short
