@@ -307,14 +307,15 @@ def _matmul_tma_kernel(
     Split-K (``PARTIALS``): ``K`` is cut into ``split_k`` runs of whole
     ``BLOCK_K`` steps, as even as they divide; the programs walk ``split_k x``
     the output tiles (run ``r`` of every tile before run ``r + 1``). Each
-    stores its float32 partial tile in slice ``r`` of ``ws_ptr`` (``split_k``
-    row-major ``M x N`` slices) and counts itself in on the tile's counter
-    (``count_ptr[tile]``, 0 between launches): its stores are released with
-    its count, and the run that counts last acquires the others', adds the
-    tile's ``split_k`` slices in slice order (the same sum whichever run
-    finishes last), rounds once into ``C`` and sets the counter back to 0.
-    No program waits for another. Without ``PARTIALS``, ``split_k``,
-    ``ws_ptr`` and ``count_ptr`` are unused.
+    stores its float32 partial tile in the workspace ``ws_ptr`` (one whole
+    ``BLOCK_M x BLOCK_N`` block per tile and run, tile-major) and counts
+    itself in on the tile's counter (``count_ptr[tile]``, 0 between
+    launches): its stores are released with its count, and the run that
+    counts last acquires the others', adds the tile's ``split_k`` partials in
+    run order (the same sum whichever run finishes last), rounds once into
+    ``C`` and sets the counter back to 0. No program waits for another.
+    Without ``PARTIALS``, ``split_k``, ``ws_ptr`` and ``count_ptr`` are
+    unused.
     """
     if A_COL_MAJOR:
         a_desc = tl.make_tensor_descriptor(
@@ -524,14 +525,16 @@ _TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
 
 #: The Hopper path's plan table: the first row whose ``max_m`` holds the
 #: product's ``M`` bucket gives the tiles :func:`_tma_plan` chooses between.
-#: Rows and tiles from ``scripts/gemm_tune.py`` (``results/h200/gemm_tune.json``,
-#: its "chosen per bucket" summary: the tile with the best geometric-mean
-#: speed against cuBLAS over the bucket's cells, both dtypes and every (N, K)
-#: of the models layer shapes). Up to 128 rows the product reads ``B`` once
-#: and computes little: a 64-row tile wastes no rows of a 64-row ``A`` and
-#: gives twice the 128-row tile's count, split-K the rest. At 256 rows a
-#: 128x128 tile keeps two warpgroups busy. Past that, the widest tile that
-#: fills the SMs (:data:`WAVE_FILL`), else the narrower one.
+#: Rows, tiles and the three constants below come from ``scripts/gemm_tune.py``
+#: (``results/h200/gemm_tune.json``, its "chosen per bucket" summary: per
+#: bucket the row whose planned candidates have the best geometric-mean speed
+#: against cuBLAS over the bucket's cells, both dtypes and every (N, K) of the
+#: models layer shapes, under the best-scoring constants). Until that run the
+#: rows are reasoned from the plan arithmetic: up to 128 rows the product
+#: reads ``B`` once and computes little, and a 64-row tile gives twice the
+#: 128-row tile's count (split-K the rest); at 256 rows a 128x128 tile keeps
+#: two warpgroups busy; past that the widest tile that fills the SMs
+#: (:data:`WAVE_FILL`), else the narrower one.
 TMA_RULES = (
     TmaRule(128, ("64x128x128 w4 s4",)),
     TmaRule(256, ("128x128x64 w8 s4",)),
@@ -543,14 +546,14 @@ TMA_RULES = (
 #: :func:`_tma_plan` to take it before the next tile of its row. A 1024x6144
 #: output is 192 tiles of 128x256 for 132 SMs, two waves 73% busy, and 384
 #: tiles of 128x128, three waves 97% busy. From ``scripts/gemm_tune.py``
-#: (``results/h200/gemm_tune.json``: the summary's wave-rule check, the narrow
-#: tile against the wide one at every cell of the last row).
+#: (``results/h200/gemm_tune.json``: the summary's fitted constants, every
+#: combination of its ``FIT_GRID`` scored on the measured cells).
 WAVE_FILL = 0.9
 
 #: Split-K (:func:`_split_k`): the most runs of ``K``, and the shortest run
 #: worth splitting off. From ``scripts/gemm_tune.py``
-#: (``results/h200/gemm_tune.json``: its split-rule check times every tile
-#: at every count up to two waves and compares the best with the rule's).
+#: (``results/h200/gemm_tune.json``: the summary's fitted constants; the sweep
+#: times every tile at every count up to two waves of work items).
 SPLIT_K_MAX = 4
 SPLIT_K_MIN_RUN = 1024
 
