@@ -376,8 +376,38 @@ def fwdbwd_impls(cell: Cell, sms: int, device: str, gen) -> tuple[dict, dict]:
     return impls, plans
 
 
+#: Errors after which the CUDA context is unusable: the run stops and saves.
+CONTEXT_LOST = ("illegal memory access", "unspecified launch failure", "illegal instruction")
+
+
+class ContextLost(Exception):
+    """A launch broke the CUDA context; carries the cell's outcomes so far."""
+
+    def __init__(self, outcomes: dict, plans: dict, reason: str) -> None:
+        super().__init__(reason)
+        self.outcomes, self.plans = outcomes, plans
+
+
+def _failure(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:250]}"
+
+
+def _lost(outcomes: dict, names, plans: dict, culprit: str, reason: str) -> ContextLost:
+    """The cell's outcomes once the context is gone: the culprit failed, the rest untimed."""
+    from kernel_portfolio.bench.records import ImplOutcome
+
+    lost = f"not timed: the CUDA context was lost at {culprit}"
+    done = {n: ImplOutcome("skipped", lost) for n in names}
+    done[culprit] = ImplOutcome("failed", reason)
+    return ContextLost(done, plans, reason)
+
+
 def run_cell(run: Run, cell: Cell, grid: Grid, seed: int, deadline: float) -> tuple[dict, dict]:
-    """Check and time every implementation of one cell; ``({name: ImplOutcome}, plans)``."""
+    """Check and time every implementation of one cell; ``({name: ImplOutcome}, plans)``.
+
+    Raises:
+        ContextLost: a launch left the CUDA context unusable.
+    """
     import torch
 
     from kernel_portfolio.bench import timing
@@ -405,8 +435,9 @@ def run_cell(run: Run, cell: Cell, grid: Grid, seed: int, deadline: float) -> tu
             lead = 0.0 if run.dry_run else timing.lead_for(impl.call, prepare=impl.prepare)
         # A wrong result, or a config that fails to compile or launch, is a finding.
         except Exception as exc:
-            reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:250]}"
-            outcomes[name] = ImplOutcome("failed", reason, getattr(exc, "rel_error", None))
+            if any(text in str(exc) for text in CONTEXT_LOST):
+                raise _lost(outcomes, impls, plans, name, _failure(exc)) from exc
+            outcomes[name] = ImplOutcome("failed", _failure(exc), getattr(exc, "rel_error", None))
             continue
         metrics = {"first_call_ms": {"value": first_ms, "unit": "ms"}}
         if lead:
@@ -418,17 +449,25 @@ def run_cell(run: Run, cell: Cell, grid: Grid, seed: int, deadline: float) -> tu
     names = list(ready)
     for _ in range(grid.visits):
         order.shuffle(names)
-        for name in names:
+        for name in list(names):
             impl, lead = ready[name]
-            if run.dry_run:
-                call = impl.call
-                if impl.prepare is not None:
-                    call = lambda impl=impl: (impl.prepare(), impl.call())
-                samples = run.time(call, grid.samples, cold=True)
-            else:
-                samples = timing.time_events(
-                    impl.call, grid.samples, prepare=impl.prepare, flush=run.flusher, lead_ms=lead
-                )
+            try:
+                if run.dry_run:
+                    call = impl.call
+                    if impl.prepare is not None:
+                        call = lambda impl=impl: (impl.prepare(), impl.call())
+                    samples = run.time(call, grid.samples, cold=True)
+                else:
+                    samples = timing.time_events(
+                        impl.call, grid.samples, prepare=impl.prepare, flush=run.flusher,
+                        lead_ms=lead,
+                    )  # fmt: skip
+            except Exception as exc:
+                if any(text in str(exc) for text in CONTEXT_LOST):
+                    raise _lost(outcomes, impls, plans, name, _failure(exc)) from exc
+                outcomes[name] = ImplOutcome("failed", f"timing: {_failure(exc)}")
+                names.remove(name)
+                continue
             outcomes[name].visits.append(samples)
     return outcomes, plans
 
@@ -849,15 +888,22 @@ def sweep(args: argparse.Namespace, command: str) -> int:
         run.log(f"warm pass: {note}, {time.perf_counter() - warm_start:.0f} s")
     left = deadline - time.perf_counter()
     run.log(f"{len(todo)} cells, budget {args.budget_s:.0f} s ({left:.0f} s left)")
-    records = []
+    records, lost = [], None
     for i, cell in enumerate(todo, 1):
-        if time.perf_counter() >= deadline:
+        if lost is not None:
+            outcomes, plans = skipped(lost)
+        elif time.perf_counter() >= deadline:
             reason = "the run's time budget (--budget-s) was spent before this cell"
             outcomes, plans = skipped(reason)
         else:
             cell_deadline = min(deadline, time.perf_counter() + args.cell_budget_s)
-            outcomes, plans = run_cell(run, cell, grid, args.seed, cell_deadline)
-            if not args.dry_run:
+            try:
+                outcomes, plans = run_cell(run, cell, grid, args.seed, cell_deadline)
+            except ContextLost as exc:
+                outcomes, plans = exc.outcomes, exc.plans
+                lost = f"not run: the CUDA context was lost in {cell.id} ({exc})"
+                run.log(f"stopping: {lost}")
+            if not args.dry_run and lost is None:
                 torch.cuda.empty_cache()
         record = case_record(cell, outcomes, plans, run.copy["gbps"])
         records.append(record)

@@ -126,3 +126,28 @@ def test_dry_run_writes_a_valid_result_and_summary(tmp_path, capsys):
     assert gemm_tune.main(["--dry-run", "--out", str(tmp_path), "--budget-s", "0"]) == 0
     skipped = load(tmp_path / "gemm_tune.json").data["cases"]
     assert all(r["status"] == "skipped" for c in skipped for r in c["impls"].values())
+
+
+@pytest.mark.interpreter
+@pytest.mark.skipif(not interpreter_enabled(), reason="the dry run needs TRITON_INTERPRET=1")
+def test_a_lost_cuda_context_stops_the_run_and_saves_it(tmp_path, monkeypatch):
+    """After an illegal memory access nothing more can run: the rest is skipped, the file valid."""
+    launch = mm._launch_matmul
+
+    def faulting(a, b, out, **kwargs):
+        if kwargs.get("path") == "tma":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return launch(a, b, out, **kwargs)
+
+    monkeypatch.setattr(mm, "_launch_matmul", faulting)
+    assert gemm_tune.main(["--dry-run", "--out", str(tmp_path)]) == 0
+    cases = load(tmp_path / "gemm_tune.json").data["cases"]
+    culprit = next(i for i, c in enumerate(cases) if c["mode"] == "fwd" and c["dtype"] != "float32")
+    assert all(r["status"] == "ok" for c in cases[:culprit] for r in c["impls"].values())
+    statuses = [r["status"] for r in cases[culprit]["impls"].values()]
+    assert statuses.count("failed") == 1 and set(statuses) == {"failed", "skipped"}
+    assert all(r["status"] == "skipped" for c in cases[culprit + 1 :] for r in c["impls"].values())
+    assert (
+        "stopping: not run: the CUDA context was lost in"
+        in (tmp_path / "gemm_tune.log").read_text()
+    )
