@@ -11,8 +11,8 @@ least: read ``A`` and ``B`` once and write ``C`` once, ``(M*K + K*N + M*N) *
 elem_bytes`` bytes. Large products are bound by the tensor cores; a product
 of few rows (a linear layer at a small batch: ``M`` of a few hundred or less
 against ``N, K`` of thousands) by reading ``B``, ``K*N*elem_bytes`` bytes.
-Split-K adds ``4 * runs`` bytes per output element of float32 partial tiles,
-written once and read once, mostly within the L2.
+Split-K into ``runs`` adds ``8 * runs`` bytes per output element (float32
+partial tiles, each written once and read once, mostly within the L2).
 
 Two kernels, chosen by the launcher:
 
