@@ -1,8 +1,9 @@
 """Tune the Hopper GEMM plan: every tile at every split-K count against cuBLAS.
 
-Re-run on the H200 (about 2 minutes with compiles; ``--budget-s`` caps the
-whole run, the warm pass included; writes ``results/h200/gemm_tune.json`` and
-``.log``)::
+Re-run on the H200 (1.5 to 2 minutes with compiles, at most about 3:
+``--budget-s`` stops starting cells 160 s after the start, the warm pass
+included, and ``--cell-budget-s`` bounds a cell's checks; writes
+``results/h200/gemm_tune.json`` and ``.log``)::
 
     PYTHONPATH=$PWD/src python scripts/gemm_tune.py --out results/h200 --warm-jobs 14
 
@@ -821,7 +822,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--budget-s",
         type=float,
-        default=170.0,
+        default=160.0,
         help="stop starting cells this long after the start (warm pass included)",
     )
     parser.add_argument(
