@@ -771,19 +771,22 @@ def summary(data: dict) -> list[str]:
         )
         lines += ["    " + line for line in table_code(best)]
     lines.append("== ours / cuBLAS, forward (* under the target: 0.90 from M=64, 0.97 from 1024)")
-    columns = sorted({(n, k, d) for (_, n, k, d) in table}, key=lambda c: (c[0], c[1], c[2]))
-    header = " ".join(f"{n}x{k} {'f16' if d == 'float16' else 'bf16':>4}" for n, k, d in columns)
-    lines.append(f"{'M':>6} {header}   w.T")
-    for m in sorted({key[0] for key in table}):
-        cells_m = []
+    columns = [(n, k, d) for n, k in MODEL_NK for d in ("float16", "bfloat16")]
+    header = " ".join(
+        f"{f'{n}x{k}':>10} {'f16' if d == 'float16' else 'bf16':>4}" for n, k, d in columns
+    )
+    lines.append(f"{'M':>6} {header} {'w.T bf16':>9}")
+    for m in sorted({m for (m, n, k, _) in table if (n, k) in MODEL_NK}):
+        row = []
         for n, k, d in columns:
             ratio = table.get((m, n, k, d), {}).get("ours")
-            target = target_for(m)
-            mark = "*" if ratio is not None and target is not None and ratio < target else " "
-            cells_m.append(f"{_fmt(ratio, '.3f'):>{len(f'{n}x{k}') + 4}}{mark}")
-        w_t = [r.get("ours w.T") for (mm_, n, k, d), r in table.items() if mm_ == m]
-        w_t = next((v for v in w_t if v is not None), None)
-        lines.append(f"{m:>6} {' '.join(cells_m)} {_fmt(w_t, '.3f')}")
+            low = ratio is not None and ratio < (target_for(m) or 0.0)
+            row.append(f"{_fmt(ratio, '.3f'):>14}{'*' if low else ' '}")
+        w_t = table.get((m, *W_T_NK, "bfloat16"), {}).get("ours w.T")
+        lines.append(f"{m:>6}{''.join(row)} {_fmt(w_t, '.3f'):>8}")
+    others = sorted((key, r.get("ours")) for key, r in table.items() if key[1:3] not in MODEL_NK)
+    for (m, n, k, d), ratio in others:
+        lines.append(f"  {m}x{n}x{k} {d}: {_fmt(ratio, '.3f')}")
     for case in data["cases"]:
         if case["mode"] == "fwd" and case["dtype"] == "float32":
             lines.append(f"== float32 {'x'.join(map(str, case['shape']))}: speed, error")
