@@ -70,7 +70,7 @@ checks)
     grep -hE "^(FAILED|ERROR) |[0-9]+ (passed|failed)" "$R/checks/gpu-tests-$s.log" | tail -n 25
     ;;
 gemm)
-    timeout -s INT -k 5 "$(left 560)" python3 scripts/gemm_tune.py --out "$R/h200/gemm_tune.json" \
+    timeout -s INT -k 5 "$(left 560)" python3 scripts/gemm_tune.py --out "$R/h200" --warm-jobs 14 \
         >"$R/gemm.out" 2>&1
     say "GEMM sweep: exit $?"
     tail -n 40 "$R/gemm.out"
