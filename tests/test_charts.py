@@ -6,9 +6,9 @@ import json
 
 import pandas as pd
 import pytest
+from site_workspace import fixture_result
 
 from kernel_portfolio import charts
-from kernel_portfolio.bench.records import fixture_result
 from kernel_portfolio.results import Result
 
 

@@ -8,8 +8,8 @@ import math
 import re
 
 import pytest
+from site_workspace import fixture_result
 
-from kernel_portfolio.bench.records import fixture_result
 from kernel_portfolio.evidence import Claim, quote
 from kernel_portfolio.evidence.quote import (
     CLAIMS_ATTRIBUTE,
