@@ -13,8 +13,10 @@
   each raw HTML block (its tables: hundreds of thousands of tags across the
   evidence pages) aside behind a comment, so that Markdown does not parse it.
 * ``on_page_content``: put those blocks back, unchanged; drop the CDN scripts
-  (MathJax, Mermaid) that nbconvert puts into every notebook page: the site
-  loads nothing from other hosts.
+  (MathJax, Mermaid) that nbconvert puts into every notebook page (the site
+  loads nothing from other hosts), and replace the JupyterLab styles that
+  mkdocs-jupyter inlines into each of them (about 580 KB a page) by a link to
+  one copy (:data:`NOTEBOOK_CSS`).
 * ``on_post_page``: rewrite each claim's placeholder href into a relative link
   to its evidence.
 * ``on_post_build``: write the list of every claim into the evidence index,
@@ -65,6 +67,43 @@ def rewrite_claim_links(output: str, page_url: str) -> str:
     return _HREF.sub(
         lambda m: f'href="{relative_href(page_url, m["result"], m["anchor"])}"', output
     )
+
+
+#: Site path of the notebook styles, served once for every notebook page.
+NOTEBOOK_CSS = "assets/kp/jupyter.css"
+_STYLE = re.compile(r'<style type="text/css">(.*?)</style>', re.S)
+
+
+def notebook_styles() -> list[str]:
+    """The styles mkdocs-jupyter inlines into every notebook page, from the installed package.
+
+    JupyterLab's stylesheet and its light theme: every rule is scoped to
+    ``.jupyter-wrapper``, so one copy can serve every notebook page.
+    """
+    import mkdocs_jupyter
+
+    assets = Path(mkdocs_jupyter.__file__).parent / "templates" / "mkdocs_html" / "assets"
+    return [(assets / name).read_text(encoding="utf-8") for name in ("index.css", "theme-light.css")]
+
+
+def share_notebook_styles(content: str, page_url: str, styles: list[str]) -> str:
+    """Replace a notebook page's inlined copies of ``styles`` by one link to :data:`NOTEBOOK_CSS`.
+
+    Other ``<style>`` blocks (the code highlighting's, which is not scoped)
+    stay where they are.
+    """
+    shared = {style.strip() for style in styles}
+    href = posixpath.relpath(NOTEBOOK_CSS, page_url or ".")
+    linked = False
+
+    def swap(m: re.Match) -> str:
+        nonlocal linked
+        if m[1].strip() not in shared:
+            return m[0]
+        first, linked = not linked, True
+        return f'<link rel="stylesheet" href="{href}">' if first else ""
+
+    return _STYLE.sub(swap, content)
 
 
 def strip_notebook_cdn(content: str) -> str:
@@ -182,6 +221,7 @@ class SiteBuild:
         self.markers: dict[str, str] = {}
         self.generated_uris: set[str] = set()
         self.aside: dict[str, list[str]] = {}
+        self.notebook_styles: list[str] = []
 
     # ---------------------------------------------------------------- config
     def on_config(self, config) -> None:
@@ -251,6 +291,8 @@ class SiteBuild:
                     self.copies.append((f"evidence/{path.relative_to(base).as_posix()}", path))
         plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
         self.copies.append(("assets/kp/plotly.min.js", plotly_js))
+        self.notebook_styles = notebook_styles()
+        self.generated.append(pages.GeneratedFile(NOTEBOOK_CSS, "\n".join(self.notebook_styles)))
 
     # ----------------------------------------------------------------- files
     def on_files(self, files, config):
@@ -315,6 +357,7 @@ class SiteBuild:
         if not str(page.file.abs_src_path or "").endswith((".py", ".ipynb")):
             return content
         align_notebook_toc(content, page.toc)
+        content = share_notebook_styles(content, page.url, self.notebook_styles)
         return rewrite_notebook_links(strip_notebook_cdn(content), page, files)
 
     def on_post_page(self, output: str, page) -> str:
