@@ -83,7 +83,8 @@ def notebook_styles() -> list[str]:
     import mkdocs_jupyter
 
     assets = Path(mkdocs_jupyter.__file__).parent / "templates" / "mkdocs_html" / "assets"
-    return [(assets / name).read_text(encoding="utf-8") for name in ("index.css", "theme-light.css")]
+    names = ("index.css", "theme-light.css")
+    return [(assets / name).read_text(encoding="utf-8") for name in names]
 
 
 def share_notebook_styles(content: str, page_url: str, styles: list[str]) -> str:
