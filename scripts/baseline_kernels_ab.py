@@ -5,16 +5,15 @@ About two minutes in one process; prints a table and writes nothing else::
     python scripts/baseline_kernels_ab.py > results/h200/checks/baseline-kernels-ab-<UTC stamp>.log
 
 In every default suite since 2026-11-30, Liger-Kernel's softmax forward at
-8192x8192 float16 and ``torch.compile``'s RMSNorm forward at 8192x8192
-bfloat16 ran 3-4 us (5%) faster than ours, while every A/B of our kernels'
-structure, warps, hints and cache operators moved ours by less (NOTES, v15 to
-v22). This times the suite's own callables (``bench.runner.implementation``,
-allocation and host path included) and, for ours, the launcher alone, on the
-same inputs, visited in alternating order (six visits of twenty samples),
-each call with a cold L2 and a device spin ahead of its start event, as the
-A/B scripts time: if the gap stays, it is the kernels'; if it closes, it was
-the suite's call path or its machine. A diagnostic for the performance notes:
-the site quotes the benchmark results, never this.
+8192x8192 float16 and ``torch.compile``'s RMSNorm forward at 8192x8192 bfloat16
+ran 3-4 us (5%) faster than ours, while every A/B of our kernels' structure,
+warps, hints and cache operators moved ours by less. This times the suite's own
+callables (``bench.runner.implementation``, allocation and host path included)
+and, for ours, the launcher alone, on the same inputs, visited in alternating
+order (six visits of twenty samples), each call with a cold L2 and a device
+spin ahead of its start event, as the A/B scripts time: if the gap stays, it is
+the kernels'; if it closes, it was the suite's call path or its machine. A
+diagnostic: the site quotes the benchmark results, never this.
 """
 
 from __future__ import annotations

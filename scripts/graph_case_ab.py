@@ -6,7 +6,7 @@ About half a minute on a GPU in one process; prints a table and writes nothing e
 
 The default suite timed the softmax forward of 4x32769 float16 at 3.86 us a
 call where ``scripts/coop_split_ab.py`` timed the same kernel at 3.31 us, and
-``torch.softmax`` at 12.64 us against 10.64 (NOTES, v32). This times, on the
+``torch.softmax`` at 12.64 us against 10.64. This times, on the
 suite's own inputs (``runner.make_inputs``) and in one interleaved set of
 graphs (twenty calls a graph, warm L2, as :func:`ab_support.graph_medians`):
 each implementation as the suite calls it (``runner.make_call``: ours

@@ -24,14 +24,12 @@ from kernel_portfolio.ops import rms_norm, row_sum, softmax
 ROW_OPS = ("softmax", "rms_norm", "residual_rms_norm", "row_sum")
 #: Hidden sizes of current models past the suite's widths, 4096 rows.
 MODEL_WIDTHS = (5120, 12288, 16384, 20000)
-#: Bytes spilled by ``(shape, dtype, launcher, kernel)``, as known (NOTES.md,
-#: v14 candidate and v33): the RMSNorm backward's block rows of 32 columns a
-#: thread (with the weight loaded each row: 168 and 196 bytes held); under the
-#: v33 fit, the residual backward of 4x32769 in cooperative chunks of 4096
-#: columns over 8 warps (16 columns a thread, a heavy program's cap of 128
-#: registers, one row a program) and the float32 softmax backward of narrow
-#: looped rows in chunks of 8192 over 8 warps (32 columns a thread). A change
-#: either way fails, so the table stays the compiler's word.
+#: Bytes spilled by ``(shape, dtype, launcher, kernel)``, as known: the RMSNorm backward's block
+#: rows of 32 columns a thread (with the weight loaded each row: 168 and 196 bytes held); under the
+#: current fit, the residual backward of 4x32769 in cooperative chunks of 4096 columns over 8 warps
+#: (16 columns a thread, a heavy program's cap of 128 registers, one row a program) and the float32
+#: softmax backward of narrow looped rows in chunks of 8192 over 8 warps (32 columns a thread). A
+#: change either way fails, so the table stays the compiler's word.
 KNOWN_SPILLS = {
     ("4x32769", "bfloat16", "residual bwd", "_bwd_kernel"): 12,
     ("4x32769", "float16", "residual bwd", "_bwd_kernel"): 12,

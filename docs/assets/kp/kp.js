@@ -4,15 +4,15 @@
  * Every chart is a <div class="kp-chart"> holding its plotly figure as JSON,
  * either inline (<template class="kp-chart-figure">, from notebooks) or in a
  * file next to the page (data-src, from generated pages). This script draws
- * them with the site's own plotly.min.js (loaded once, only on pages that have
- * a chart) after a hard load and after every instant navigation, and offers
+ * them with the site's own plotly.js (its cartesian bundle, loaded once, only
+ * on pages that have a chart) after a hard load and after every instant navigation, and offers
  * each figure's data for download. A chart that cannot be drawn says so in
  * place and logs an error: never a blank box.
  */
 (function () {
   "use strict";
 
-  var plotlyUrl = new URL("plotly.min.js", document.currentScript.src).href;
+  var plotlyUrl = new URL("plotly-cartesian.min.js", document.currentScript.src).href;
   var plotlyLoading = null;
 
   function loadPlotly() {

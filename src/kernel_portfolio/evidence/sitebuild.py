@@ -6,8 +6,8 @@
   and the generated pages, so new lessons, case studies and results appear
   without editing ``mkdocs.yml``.
 * ``on_files``: add the generated pages (evidence pages, benchmarks pages, their
-  chart JSON), the raw JSON and log of every result, the case-study notebooks
-  from ``case_studies/``, and plotly.js from the installed plotly package.
+  chart JSON), the raw JSON and log of every published result, the case-study
+  notebooks from ``case_studies/``, and the notebook styles.
 * ``on_page_markdown``: expand ``{{ claim ... }}`` and the ``<!-- kp:... -->``
   markers of the benchmarks and evidence indexes. On a generated page, set
   each raw HTML block (its tables: hundreds of thousands of tags across the
@@ -19,8 +19,9 @@
   one copy (:data:`NOTEBOOK_CSS`).
 * ``on_post_page``: rewrite each claim's placeholder href into a relative link
   to its evidence.
-* ``on_post_build``: write the list of every claim into the evidence index,
-  then run the gate over the built site; a failing gate fails the build.
+* ``on_post_build``: drop the theme's source maps (:func:`drop_source_maps`),
+  write the list of every claim into the evidence index, then run the gate
+  over the built site; a failing gate fails the build.
 """
 
 from __future__ import annotations
@@ -210,6 +211,48 @@ def expand_nav(nav: list, uris: list[str]) -> list:
     return expand(nav)
 
 
+def drop_source_maps(site: Path) -> list[Path]:
+    """Delete the source maps the theme ships beside its minified bundles.
+
+    They map Material's own scripts back to their sources for a debugger
+    (about a megabyte); no page loads them, and the site does not publish
+    them.
+
+    Returns:
+        The files deleted.
+    """
+    maps = sorted((site / "assets").rglob("*.map"))
+    for path in maps:
+        path.unlink()
+    return maps
+
+
+#: The written pages (folder under the repository root, file patterns): an archived
+#: result is published when one of them names it.
+WRITTEN_PAGES = (("docs", ("*.md", "*.py", "*.ipynb")), ("case_studies", ("*.py",)))
+
+
+def named_results(root: Path, result_ids: list[str]) -> set[str]:
+    """The ids among ``result_ids`` that some written page names (:data:`WRITTEN_PAGES`).
+
+    An archived result is kept as a record that a page quotes; one that no
+    written page names gets no evidence page on the site (the repository keeps
+    it under ``results/archive/``), which keeps the site's weight to what a
+    reader can reach from a claim.
+    """
+    texts = [
+        path.read_text(encoding="utf-8", errors="replace")
+        for folder, patterns in WRITTEN_PAGES
+        for pattern in patterns
+        for path in sorted((root / folder).rglob(pattern))
+    ]
+    return {
+        rid
+        for rid in result_ids
+        if any(re.search(re.escape(rid) + r"(?![\w-])", text) for text in texts)
+    }
+
+
 class SiteBuild:
     """State of one mkdocs build (the hook keeps one and resets it per build)."""
 
@@ -223,6 +266,7 @@ class SiteBuild:
         self.generated_uris: set[str] = set()
         self.aside: dict[str, list[str]] = {}
         self.notebook_styles: list[str] = []
+        self.published: set[str] = set()
 
     # ---------------------------------------------------------------- config
     def on_config(self, config) -> None:
@@ -239,13 +283,14 @@ class SiteBuild:
             config.nav = expand_nav(config.nav, uris)
 
     def _generate(self) -> None:
-        import plotly
-
         results = self.results
         self.generated, self.copies = [], []
         by_gpu: dict[str, list] = {}
         index_entries, invalid, others = [], [], []
-        for result_id in results.ids():
+        archived = [rid for rid in results.ids() if rid.startswith("archive/")]
+        unpublished = sorted(set(archived) - named_results(self.root, archived))
+        self.published = set(results.ids()) - set(unpublished)
+        for result_id in sorted(self.published):
             result = results.get(result_id)
             if result is None:
                 invalid.append(result_id)
@@ -271,14 +316,14 @@ class SiteBuild:
             else:
                 others.append(result_id)
         for gpu, entries in sorted(by_gpu.items()):
-            self.generated += pages.benchmarks_page(gpu, entries)
+            self.generated += pages.benchmarks_pages(gpu, entries)
         self.generated_uris = {f.src_uri for f in self.generated}
         allow, _ = gate.load_allowlist(self.root / gate.ALLOWLIST)
         self.markers = {
             "<!-- kp:benchmarks -->": pages.benchmarks_index(
-                {g: [e[0] for e in entries] for g, entries in by_gpu.items()}, invalid, others
+                {g: [e[:2] for e in entries] for g, entries in by_gpu.items()}, invalid, others
             ),
-            "<!-- kp:results -->": pages.results_index(index_entries),
+            "<!-- kp:results -->": pages.results_index(index_entries, unpublished),
             "<!-- kp:allowlist -->": pages.allowlist_index(allow),
         }
         for notebook in sorted((self.root / "case_studies").glob("*.py")):
@@ -290,8 +335,6 @@ class SiteBuild:
             for path in (record, record.with_suffix(".log")):
                 if path.is_file():
                     self.copies.append((f"evidence/{path.relative_to(base).as_posix()}", path))
-        plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-        self.copies.append(("assets/kp/plotly.min.js", plotly_js))
         self.notebook_styles = notebook_styles()
         self.generated.append(pages.GeneratedFile(NOTEBOOK_CSS, "\n".join(self.notebook_styles)))
 
@@ -370,6 +413,7 @@ class SiteBuild:
         from mkdocs.exceptions import PluginError
 
         site = Path(config.site_dir)
+        drop_source_maps(site)
         scans = gate.scan_site(site)
         index = site / EVIDENCE_INDEX / "index.html"
         if index.is_file():
@@ -392,6 +436,18 @@ class SiteBuild:
                 else s
                 for s in scans
             ]
+        unbacked = sorted(
+            f"{scan.url or 'home'}: {attrs.get('data-result')}"
+            for scan in scans
+            for attrs, _ in scan.claims
+            if attrs.get("data-result") not in self.published
+        )
+        if unbacked:
+            raise PluginError(
+                "claims quote results that have no evidence page on this site (an archived "
+                "result is published only when a written page names its id literally):\n  "
+                + "\n  ".join(dict.fromkeys(unbacked))
+            )
         report = gate.judge(scans, self.root, sources=self.sources)
         if not report.ok:
             raise PluginError(report.summary())
