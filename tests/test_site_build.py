@@ -31,6 +31,8 @@ PAGE_BUDGET = 1_000_000
 #: also bounds the build's time without a wall-clock assertion, which a busy
 #: machine would make flaky.
 SITE_BUDGET = 25_000_000
+#: Bytes of HTML a case study's page may weigh.
+CASE_STUDY_BUDGET = 500_000
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +180,7 @@ def test_site_and_pages_within_size_budget(built):
     sizes = [p.stat().st_size for p in built.site.rglob("*") if p.is_file()]
     print(f"site: {sum(sizes):,} bytes in {len(sizes)} files")
     assert over_budget(built.site, PAGE_BUDGET, SITE_BUDGET) == []
+    assert over_budget(built.site / "case-studies", CASE_STUDY_BUDGET, SITE_BUDGET) == []
 
 
 def test_size_budget_catches_a_heavy_page_and_a_heavy_site(tmp_path):

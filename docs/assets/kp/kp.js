@@ -14,6 +14,29 @@
 
   var plotlyUrl = new URL("plotly-cartesian.min.js", document.currentScript.src).href;
   var plotlyLoading = null;
+  // plotly.js inserts its CSS rules into a <style> of <head> once, when it loads;
+  // Material's instant navigation drops that element with the old page's head.
+  var PLOTLY_STYLE = "plotly.js-style-global";
+  var plotlyCss = null;
+
+  function keepPlotlyCss() {
+    var style = document.getElementById(PLOTLY_STYLE);
+    if (style && style.sheet) {
+      plotlyCss = Array.prototype.map
+        .call(style.sheet.cssRules, function (rule) { return rule.cssText; })
+        .join("\n");
+    }
+  }
+
+  function restorePlotlyCss() {
+    if (plotlyCss === null || document.getElementById(PLOTLY_STYLE)) {
+      return;
+    }
+    var style = document.createElement("style");
+    style.id = PLOTLY_STYLE;
+    style.textContent = plotlyCss;
+    document.head.appendChild(style);
+  }
 
   function loadPlotly() {
     if (window.Plotly) {
@@ -23,7 +46,10 @@
       plotlyLoading = new Promise(function (resolve, reject) {
         var script = document.createElement("script");
         script.src = plotlyUrl;
-        script.onload = function () { resolve(window.Plotly); };
+        script.onload = function () {
+          keepPlotlyCss();
+          resolve(window.Plotly);
+        };
         script.onerror = function () {
           plotlyLoading = null;
           reject(new Error("cannot load " + plotlyUrl));
@@ -89,6 +115,7 @@
   }
 
   function drawAll() {
+    restorePlotlyCss();
     document.querySelectorAll("div.kp-chart:not([data-kp-state])").forEach(draw);
   }
 
