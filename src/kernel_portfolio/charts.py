@@ -174,7 +174,7 @@ def _cliff_axes(op: str, shape: Sequence[int]) -> tuple[int, str, tuple[int, ...
         m, n, k = shape
         return m, f"N {n}, K {k}", (n, k)
     if len(shape) == 2:
-        return shape[1], f"{shape[0]} rows", (shape[0],)
+        return shape[1], f"{shape[0]} row{'s' if shape[0] != 1 else ''}", (shape[0],)
     return shape[0], "elements", (0,)
 
 
