@@ -2,17 +2,26 @@
 # The measurements of one session on a lent two-GPU H200 machine, in three calls of at
 # most 10 minutes each (the device tool's limit), in this order:
 #
-#   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh suite   # default suite ALONE on GPU 0 (~8 min)
-#   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh sweeps  # chunk rules on GPU 1; specialization,
-#                                                            # then the GPU tests, on GPU 0 (~9 min)
-#   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh checks  # memcheck, the host floor, then the
-#                                                            # two-GPU tests (~2 min)
+#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh suite   # default suite ALONE on
+#                                                                            # GPU 0 (~8 min)
+#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh sweeps  # chunk rules on GPU 1;
+#                                             # specialization, then the GPU tests, on GPU 0 (~9 min)
+#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh checks  # memcheck, then the
+#                                                                            # two-GPU tests (~2 min)
+#
+# What it writes, under $OUT/r and tarred into $OUT/<phase>.tgz (the device tool brings few
+# files back):
+#   suite:  h200/default.json + .log                      -> results/h200/ (kp results --import)
+#   sweeps: h200/chunk_rules_run1.json, _run2, _fit, specialization.json (+ .log each)
+#                                                         -> results/h200/ (kp results --import)
+#           checks/gpu-tests-<stamp>.log + .xml           -> results/h200/checks/
+#   checks: checks/memcheck-<stamp>.log, checks/two-gpu-tests-<stamp>.log
+#                                                         -> results/h200/checks/
 #
 # The default suite runs alone: event-timed cases carry host work, and anything else on
-# the machine moves them. Each GPU's work is pinned to its half of the CPU cores. Results
-# go to $OUT/r/h200 and logs to $OUT/r/checks, tarred into $OUT/<phase>.tgz (the device
-# tool brings few files back). KP_GIT_COMMIT names the commit measured: the machine's copy
-# of the tree carries an older .git. Wheels in .whl/ (Liger-Kernel) install to /tmp/site.
+# the machine moves them. Each GPU's work is pinned to its half of the CPU cores.
+# KP_GIT_COMMIT names the full commit measured (every result records it): the machine's
+# copy of the tree carries an older .git. Wheels in .whl/ (Liger-Kernel) install to /tmp/site.
 set -u
 phase=${1:?usage: h200_session.sh suite|sweeps|checks}
 case $phase in suite | sweeps | checks) ;; *)
@@ -22,6 +31,10 @@ case $phase in suite | sweeps | checks) ;; *)
 esac
 : "${OUT:?set OUT to the folder that comes back}"
 : "${KP_GIT_COMMIT:?set KP_GIT_COMMIT to the commit being measured}"
+if [[ ! $KP_GIT_COMMIT =~ ^[0-9a-f]{40}$ ]]; then
+    echo "KP_GIT_COMMIT must be the full 40-hex commit (git rev-parse HEAD), got $KP_GIT_COMMIT" >&2
+    exit 2
+fi
 export KP_GIT_DIRTY=${KP_GIT_DIRTY:-0} PYTHONUNBUFFERED=1
 T0=$(date +%s)
 R=$OUT/r
@@ -71,15 +84,9 @@ sweeps)
     grep -hE "^[0-9]+ (passed|failed)|passed|failed" "$R"/checks/gpu-tests-*.log | tail -n 3
     ;;
 checks)
-    (
-        export CUDA_VISIBLE_DEVICES=1
-        pin 16-31 timeout -k 5 120 compute-sanitizer --tool memcheck --error-exitcode 1 \
-            python3 scripts/sanitize_paths.py >"$R/checks/memcheck-$(stamp).log" 2>&1
-        say "memcheck: exit $?"
-        pin 16-31 timeout 150 python3 scripts/host_floor.py >"$R/checks/host-floor-$(stamp).log" 2>&1
-        say "host floor: exit $?"
-    ) &
-    wait
+    CUDA_VISIBLE_DEVICES=1 pin 16-31 timeout -k 5 120 compute-sanitizer --tool memcheck \
+        --error-exitcode 1 python3 scripts/sanitize_paths.py >"$R/checks/memcheck-$(stamp).log" 2>&1
+    say "memcheck: exit $?"
     timeout 120 python3 -m pytest -q -rf -p no:cacheprovider -k second tests/test_gpu_rows.py \
         tests/test_gpu_rms_norm.py tests/test_gpu_add_matmul.py \
         >"$R/checks/two-gpu-tests-$(stamp).log" 2>&1

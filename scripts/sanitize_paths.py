@@ -1,17 +1,25 @@
 """Run every kernel path once at small shapes, checked against the float64 references.
 
-Meant to run under ``compute-sanitizer --tool memcheck`` (``scripts/gpu_final.sh``):
-each path runs once, on ragged shapes (rows not a multiple of any block,
-matrices not a multiple of any tile), so an out-of-bounds load or store shows
-as a memcheck error. ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` is set before torch
-is imported, so every tensor is its own ``cudaMalloc`` and memcheck sees the
-exact bounds of each allocation (with the caching allocator an overrun can land
-inside a larger cached block and go unseen).
+Writes the memcheck log ``results/h200/checks/memcheck-<UTC stamp>.log`` (its
+console output under the sanitizer; ``scripts/h200_session.sh checks`` runs it
+so). Re-run on the GPU machine (about a minute)::
+
+    compute-sanitizer --tool memcheck --error-exitcode 1 python3 scripts/sanitize_paths.py \
+        > results/h200/checks/memcheck-$(date -u +%Y%m%dT%H%MZ).log 2>&1
+
+Under ``compute-sanitizer --tool memcheck`` each path runs once, on ragged
+shapes (rows not a multiple of any block, matrices not a multiple of any
+tile), so an out-of-bounds load or store shows as a memcheck error.
+``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` is set before torch is imported, so every
+tensor is its own ``cudaMalloc`` and memcheck sees the exact bounds of each
+allocation (with the caching allocator an overrun can land inside a larger
+cached block and go unseen).
 
 Paths: ``add`` (dense and strided kernels) in each dtype; ``row_sum``,
 ``softmax``, ``rms_norm`` and ``residual_rms_norm`` with each row plan forced
 (block; looped and split with several chunks), forward and backward, one dtype
-per plan so each dtype runs once per operator, and the row sum's block plan
+per plan so each dtype runs once per operator, at an aligned and a peeled
+(odd) width; the softmax's cooperative split on few wide rows; and the row sum's block plan
 on rows narrow enough that a program sums several; GEMM forward with every
 autotuning config of the TMA and the pointer path (operands row-major), and
 with the first config of each path on the backward's operand layouts (A or B
@@ -23,7 +31,7 @@ missing, non-finite or off the float64 reference by more than the dtype's
 bound (:func:`kernel_portfolio.bench.runner.tolerance`), or if a path raises.
 
 Usage:
-    python3 scripts/sanitize_paths.py            # on a GPU
+    python3 scripts/sanitize_paths.py            # on a GPU, without the sanitizer
     TRITON_INTERPRET=1 python3 scripts/sanitize_paths.py --small   # on a CPU
 """
 
@@ -51,11 +59,27 @@ from kernel_portfolio.ops import matmul as mm  # noqa: E402
 ROW_OPS = ("row_sum", "softmax", "rms_norm", "residual_rms_norm")
 DTYPES = ("float16", "bfloat16", "float32")
 #: Shapes on a GPU and, with ``--small``, under the interpreter: rows wider than
-#: the looped/split chunk and not a multiple of it; GEMM sizes off every tile.
+#: the looped/split chunk and not a multiple of it, at a width whose rows are
+#: 16-byte aligned and at one whose rows are peeled (odd); GEMM sizes off every tile.
 SHAPES = {
-    False: {"rows": (37, 3000), "chunk": 512, "splits": 3, "add": 70001, "gemm": (200, 136, 72)},
-    True: {"rows": (5, 300), "chunk": 64, "splits": 2, "add": 1001, "gemm": (40, 48, 32)},
+    False: {
+        "rows": ((37, 3000), (37, 3001)),
+        "chunk": 512,
+        "splits": 3,
+        "add": 70001,
+        "gemm": (200, 136, 72),
+    },
+    True: {
+        "rows": ((5, 300), (5, 301)),
+        "chunk": 64,
+        "splits": 2,
+        "add": 1001,
+        "gemm": (40, 48, 32),
+    },
 }
+#: Few wide rows whose auto plan is the cooperative split forward (one launch,
+#: programs waiting on each other: never under the interpreter), aligned and peeled.
+COOPERATIVE_ROWS = ((4, 32768), (3, 50257))
 
 
 def _row_plan(kind: str, shape: tuple[int, int], chunk: int, splits: int, dtype: str):
@@ -123,13 +147,20 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
         yield f"add dense {dtype} fwd+bwd", case, lambda x, y: kp.add(x, y)
     case = Case("add", "fwdbwd", (s["add"],), "float16", "events", ("ours", "torch"))
     yield "add strided float16 fwd+bwd", case, lambda x, y: kp.add(_strided(x), y)
-    for op in ROW_OPS:
+    for op, rows in itertools.product(ROW_OPS, s["rows"]):
         for kind, dtype in zip(("block", "looped", "split"), DTYPES, strict=True):
-            plan = _row_plan(kind, s["rows"], s["chunk"], s["splits"], dtype)
-            case = Case(op, "fwdbwd", s["rows"], dtype, "events", ("ours", "torch"))
-            label = f"{op} {kind} (block {plan.block}, splits {plan.splits}) {dtype} fwd+bwd"
-            yield label, case, _row_fn(op, plan)
-    narrow = (s["rows"][0], s["rows"][1] // 10)  # several rows a row-sum block-plan program
+            plan = _row_plan(kind, rows, s["chunk"], s["splits"], dtype)
+            case = Case(op, "fwdbwd", rows, dtype, "events", ("ours", "torch"))
+            label = f"{op} {kind} (block {plan.block}, splits {plan.splits}) {dtype} "
+            yield label + f"{rows[1]} columns fwd+bwd", case, _row_fn(op, plan)
+    for rows in () if small else COOPERATIVE_ROWS:
+        case = Case("softmax", "fwdbwd", rows, "float16", "events", ("ours", "torch"))
+        yield (
+            f"softmax cooperative {rows[0]}x{rows[1]} float16 fwd+bwd",
+            case,
+            _row_fn("softmax", "auto"),
+        )
+    narrow = (s["rows"][0][0], s["rows"][0][1] // 10)  # several rows a row-sum block program
     plan = _row_plan("block", narrow, s["chunk"], s["splits"], "float16")
     case = Case("row_sum", "fwdbwd", narrow, "float16", "events", ("ours", "torch"))
     yield f"row_sum block {narrow[1]} columns, float16 fwd+bwd", case, _row_fn("row_sum", plan)

@@ -1,10 +1,12 @@
 """Copies of the working tree to build the site in, for the site, gate and browser tests.
 
 The real ``results/`` may hold no benchmark result yet, so the fixture
-workspace adds a synthetic one (``kernel_portfolio.bench.records.fixture_result``,
-labelled as not a measurement) and two pages that quote it: a Markdown page
-with ``{{ claim }}`` and a notebook with ``quote()`` and ``charts.show()``.
-Nothing here touches the working tree itself.
+workspace adds a synthetic one (:func:`fixture_result`, labelled as not a
+measurement) and two pages that quote it: a Markdown page with ``{{ claim }}``
+and a notebook with ``quote()`` and ``charts.show()``. A copy is a git
+repository that reads this checkout's history (:func:`link_history`), where
+archived results are checked against the sources at their commit. Nothing
+here touches the working tree itself.
 """
 
 from __future__ import annotations
@@ -87,8 +89,43 @@ def _tree_files() -> list[str]:
         ]
 
 
+def git_out(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS``: its stripped stdout, or ``None`` when git fails."""
+    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def link_history(dest: Path) -> Path:
+    """Make ``dest`` a git repository that reads this checkout's commits (no copy of them).
+
+    ``git init`` and an alternate object store: ``git cat-file`` in ``dest``
+    finds every object of this checkout, as an archived result's check needs.
+    Nothing is done where this checkout is not a git repository.
+    """
+    objects = git_out(ROOT, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+    if objects is not None:
+        subprocess.run(["git", "init", "-q", str(dest)], check=True, capture_output=True)
+        (dest / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+    return dest
+
+
+def fixture_result(root: Path, **kwargs) -> dict:
+    """:func:`kernel_portfolio.bench.records.fixture_result` with a full commit, as a run records.
+
+    The commit is the one checked out at ``root`` when it has one, else this
+    checkout's: a synthetic result has none of its own, and the schema
+    requires one.
+    """
+    from kernel_portfolio.bench import records
+
+    data = records.fixture_result(root, **kwargs)
+    commit = git_out(Path(root), "rev-parse", "--verify", "-q", "HEAD^{commit}")
+    data["git"] = {"commit": commit or git_out(ROOT, "rev-parse", "HEAD"), "dirty": False}
+    return data
+
+
 def copy_tree(dest: Path, *, light: bool = False) -> Path:
-    """Copy the working tree to ``dest``.
+    """Copy the working tree to ``dest`` (a git repository reading this one's history).
 
     Args:
         dest: An empty or missing folder.
@@ -106,7 +143,7 @@ def copy_tree(dest: Path, *, light: bool = False) -> Path:
             )
             continue
         shutil.copy2(ROOT / rel, target)
-    return dest
+    return link_history(dest)
 
 
 def _is_notebook(rel: str) -> bool:
@@ -116,7 +153,6 @@ def _is_notebook(rel: str) -> bool:
 
 def add_fixture(ws: Path) -> None:
     """Add the synthetic result (with a log) and the two pages that quote it."""
-    from kernel_portfolio.bench.records import fixture_result
     from kernel_portfolio.results import save
 
     data = fixture_result(ws)

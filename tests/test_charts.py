@@ -6,9 +6,9 @@ import json
 
 import pandas as pd
 import pytest
+from site_workspace import fixture_result
 
 from kernel_portfolio import charts
-from kernel_portfolio.bench.records import fixture_result
 from kernel_portfolio.results import Result
 
 
@@ -85,14 +85,15 @@ def test_cliff_points_hold_ours_over_the_best_baseline_to_the_targets_bars(resul
         )
     softmax = points["softmax/fwd/1024x4096/float16"]
     assert (softmax["x"], softmax["line"]) == (4096, "1024 rows")
-    # A GEMM case no target names is drawn against cuBLAS, with no bar.
-    gemm = points["matmul/fwd/512x512x512/float16"]
+    gemm = points["matmul/fwd/512x512x512/float16"]  # held to cuBLAS, with the bar for its M
     assert (gemm["x"], gemm["line"], gemm["baseline"]) == (512, "N 512, K 512", "cublas")
-    assert gemm["threshold"] is None and gemm["met"] is None
     assert gemm["value"] == targets.target_value(result.data, gemm["case"], "speedup", "cublas")
+    assert all(p["floor"] == targets.FLOOR_BAR for p in points.values())
 
 
 def test_cliff_figure_draws_a_panel_per_operator_and_mode_with_the_bars(result):
+    from kernel_portfolio.bench import targets
+
     fig = charts.cliff_figure([("fixture/smoke", result.data)])
     titles = [a.text for a in fig.layout.annotations]
     assert {"softmax, forward", "rms_norm, forward + backward", "matmul, forward"} <= set(titles)
@@ -100,9 +101,10 @@ def test_cliff_figure_draws_a_panel_per_operator_and_mode_with_the_bars(result):
     points = charts.cliff_points("fixture/smoke", result.data)
     assert drawn == sorted(p["value"] for p in points)
     bars = {shape.y0 for shape in fig.layout.shapes if shape.line.dash == "dot"}
-    assert bars == {p["threshold"] for p in points} - {None}
+    assert bars == {p[key] for p in points for key in ("threshold", "floor")}
+    assert targets.FLOOR_BAR in bars
     missed = [s for t in fig.data for s in t.marker.symbol if s.endswith("-open")]
-    assert len(missed) == sum(p["met"] is False for p in points)
+    assert len(missed) == sum(not p["met"] for p in points)
     with pytest.raises(ValueError, match="no case"):
         charts.cliff_figure([("fixture/smoke", {"cases": []})])
 

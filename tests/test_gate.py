@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -137,11 +138,15 @@ def site(built, tmp_path):
 
 @pytest.fixture
 def root(built, tmp_path):
-    """A copy of the fixture workspace's results, the sources they hash, and the allow-list."""
+    """A copy of the fixture workspace's results, the sources they hash, and the allow-list.
+
+    A git repository reading this checkout's history: archived results are
+    judged against the sources at their commit.
+    """
     dest = tmp_path / "root"
     for part in ("results", "src", "scripts", "case_studies", "docs/evidence"):
         shutil.copytree(built.ws / part, dest / part)
-    return dest
+    return sw.link_history(dest)
 
 
 def _failures(site: Path, root: Path) -> list[str]:
@@ -364,12 +369,31 @@ def test_evidence_values_only_on_their_own_evidence_page(site, root):
     assert failure.startswith("methodology/") and "only appear on its own" in failure
 
 
-def test_archived_result_stays_quotable(site, root):
+def _commit_tree(root: Path) -> str:
+    """Commit every file under ``root`` (a git repository); the commit."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
+    subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
+    subprocess.run([*git, "commit", "-qm", "tree"], check=True, capture_output=True)
+    return subprocess.run(
+        [*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def _archive_fixture(root: Path, commit: str) -> tuple[Path, str]:
+    """Archive the fixture result as measured at ``commit``; the archived file and its id."""
     from kernel_portfolio.results import archive_result, load
 
-    archived, missing = archive_result(load(root / "results/fixture/smoke.json"), root)
-    assert missing == []
-    result_id = archived.relative_to(root / "results").with_suffix("").as_posix()
+    current = load(root / "results/fixture/smoke.json")
+    current.data["git"]["commit"] = commit
+    archived = archive_result(current)
+    assert load(archived).staleness(root).current
+    return archived, archived.relative_to(root / "results").with_suffix("").as_posix()
+
+
+def test_archived_result_is_judged_against_its_commit(site, root):
+    from kernel_portfolio.results import load, save
+
+    archived, result_id = _archive_fixture(root, _commit_tree(root))
     data = load(archived).data
     claim = make_claim(result_id, data, "softmax/fwd/1024x4096/float16", "gbps")
     _inject(site, "methodology/", "<p>Once " + rewrite_claim_links(claim.html(), "methodology/"))
@@ -380,10 +404,28 @@ def test_archived_result_stays_quotable(site, root):
     assert [c.status for c in archived_claims] == ["archived"]
     assert not any(f.page.startswith("methodology/") for f in report.failures)
     assert any(f.page.startswith("fixture-claims/") for f in report.failures)  # current: stale
-    kept = archived.with_name(archived.stem + ".sources") / "src/kernel_portfolio/ops/softmax.py"
-    kept.write_text("# not what was measured\n", encoding="utf-8")
+    # A recorded hash that the file at the commit does not match: stale, whatever the tree holds.
+    data["sources"]["src/kernel_portfolio/ops/softmax.py"] = "0" * 64
+    save(data, archived)
     report = gate.check_site(site, root)
-    assert any(f.page.startswith("methodology/") and "stale" in f.message for f in report.failures)
+    (failure,) = [f for f in report.failures if f.page.startswith("methodology/")]
+    assert "stale: the files at its commit differ" in failure.message
+    assert "src/kernel_portfolio/ops/softmax.py" in failure.message
+
+
+def test_archived_result_whose_commit_is_missing_stops_the_check(site, root, capsys):
+    from kernel_portfolio.cli import main
+    from kernel_portfolio.results import load
+
+    archived, result_id = _archive_fixture(root, _commit_tree(root))
+    claim = make_claim(result_id, load(archived).data, "softmax/fwd/1024x4096/float16", "gbps")
+    _inject(site, "methodology/", "<p>Once " + rewrite_claim_links(claim.html(), "methodology/"))
+    text = archived.read_text(encoding="utf-8")
+    commit = json.loads(text)["git"]["commit"]
+    archived.write_text(text.replace(commit, "f" * 40), encoding="utf-8")
+    assert main(["claims", "check", str(site), "--root", str(root)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "f" * 40 in err and "git fetch --unshallow" in err
 
 
 def test_resource_from_another_host(site, root):

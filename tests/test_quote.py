@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from site_workspace import fixture_result
 
-from kernel_portfolio.bench.records import fixture_result
 from kernel_portfolio.evidence import Claim, quote
 from kernel_portfolio.evidence.quote import (
     expand_markdown,

@@ -13,7 +13,6 @@ import pytest
 import torch
 from kp_testing import (
     assert_matches,
-    global_memory_ops,
     poison,
     record_launches,
     views_past_2_31,
@@ -204,56 +203,6 @@ def test_block_plan_sums_narrow_rows_several_a_program(device, monkeypatch):
     assert_matches(_row_sum(x, "block"), reference.row_sum(x), torch.float16)
     [(name, grid, kw)] = launches
     assert (name, grid, kw["ROWS"], kw["num_warps"]) == ("_block_kernel", (38,), 4, 4)
-
-
-def test_contiguous_rows_compile_to_16_byte_loads():
-    """Every row load of every plan is a 16-byte vector on sm_90 (float16 rows).
-
-    Only the ``VEC`` rebuild in each kernel proves the alignment of the
-    unspecialised ``n_cols`` and row stride (see test_softmax.py).
-    """
-    rows = {
-        "x_ptr": "*fp16",
-        "out_ptr": "*fp16",
-        "first_row": "i32",
-        "n_rows": "i32",
-        "n_cols": "i32",
-    }
-    split = {
-        "x_ptr": "*fp16",
-        "out_ptr": "*fp16",
-        "partial_ptr": "*fp32",
-        "count_ptr": "*i32",
-        "n_cols": "i32",
-        "chunks_per_split": "i32",
-    }
-    specs = [
-        {"kernel": "_block_kernel", "signature": {**rows, "stride_xm": "i32"}},
-        {"kernel": "_looped_kernel", "signature": {**rows, "stride_xm": "i32"}},
-        {"kernel": "_split_kernel", "signature": {**split, "stride_xm": "i32"}},
-    ]
-    compiled = global_memory_ops(
-        [
-            {
-                **spec,
-                "module": "kernel_portfolio.ops.row_sum",
-                "constexprs": {
-                    "BLOCK": 4096,
-                    "TAIL": 0,
-                    "ROWS": 2,
-                    "VEC": 8,
-                    "MAX_SPLITS": 256,
-                    "stride_xn": 1,
-                },
-                "aligned": ["x_ptr", "out_ptr", "partial_ptr", "count_ptr"],
-                "num_warps": 8,
-            }
-            for spec in specs
-        ]
-    )
-    for spec, ops in zip(specs, compiled, strict=True):
-        assert "ld.global.v4.b32" in ops, (spec["kernel"], ops)
-        assert "ld.global.b16" not in ops, (spec["kernel"], ops)
 
 
 def test_custom_op_schema_and_autograd_registration(device):

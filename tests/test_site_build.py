@@ -391,14 +391,13 @@ def _generated(root: Path) -> dict[str, str]:
 
 
 def test_sweeps_get_evidence_pages_but_no_benchmark_tables(tmp_path):
-    from kernel_portfolio.bench.records import fixture_result
     from kernel_portfolio.results import save
 
-    save(fixture_result(sw.ROOT), tmp_path / "results/fixture/smoke.json")
-    filtered = fixture_result(sw.ROOT)
+    save(sw.fixture_result(sw.ROOT), tmp_path / "results/fixture/smoke.json")
+    filtered = sw.fixture_result(sw.ROOT)
     filtered["filter"] = "op=softmax"
     save(filtered, tmp_path / "results/fixture/smoke--op-softmax.json")
-    sweep = fixture_result(sw.ROOT)
+    sweep = sw.fixture_result(sw.ROOT)
     sweep["suite"] = "chunk_rules_run1"
     save(sweep, tmp_path / "results/fixture/chunk_rules_run1.json")
     generated = _generated(tmp_path)
@@ -414,11 +413,10 @@ def test_sweeps_get_evidence_pages_but_no_benchmark_tables(tmp_path):
 
 
 def test_skip_reasons_stay_out_of_measured_columns(tmp_path):
-    from kernel_portfolio.bench.records import fixture_result
     from kernel_portfolio.results import save
 
     reason = "check: RuntimeError: n = 131072 exceeds the 65536 columns Liger launches"
-    data = fixture_result(sw.ROOT, skip={"liger": reason})
+    data = sw.fixture_result(sw.ROOT, skip={"liger": reason})
     save(data, tmp_path / "results/fixture/smoke.json")
     page = _generated(tmp_path)["benchmarks/fixture/smoke.md"]
     start = page.index("<table>", page.index("## softmax"))  # past the speed targets
@@ -430,12 +428,11 @@ def test_skip_reasons_stay_out_of_measured_columns(tmp_path):
 
 
 def test_large_results_split_into_detail_pages(tmp_path, monkeypatch):
-    from kernel_portfolio.bench.records import fixture_result
     from kernel_portfolio.evidence import pages
     from kernel_portfolio.results import save
 
     monkeypatch.setattr(pages, "PAGE_ROWS", 20)
-    data = fixture_result(sw.ROOT, suite="default")
+    data = sw.fixture_result(sw.ROOT, suite="default")
     save(data, tmp_path / "results/fixture/default.json")
     files = {f.src_uri: f.content for f in pages.evidence_page("fixture/default", data, {})}
     main = files.pop("evidence/fixture/default.md")
@@ -491,3 +488,43 @@ def test_archived_results_that_no_page_names_are_not_published(tmp_path):
     assert "evidence/archive/fixture/smoke-20260101T000000Z.md" not in generated
     index = generated["<!-- kp:results -->"]
     assert "no page quotes" in index and "`archive/fixture/smoke-20260101T000000Z`" in index
+
+
+def test_evidence_page_names_each_source_at_the_runs_commit():
+    """A link into the repository at the commit when ``repo_url`` is set, else ``git show``."""
+    from kernel_portfolio.evidence import pages
+
+    data = sw.fixture_result(sw.ROOT)
+    commit, path = data["git"]["commit"], "src/kernel_portfolio/ops/softmax.py"
+
+    def sources(repo_url):
+        page = pages.evidence_page("archive/fixture/smoke-x", data, {}, repo_url)[-1].content
+        section = page[page.index("## Sources") :]
+        return page, section[: section.index("</table>") + len("</table>")]
+
+    page, table = sources(None)
+    assert f"<code>git show {commit}:{path}</code>" in table and "href" not in table
+    assert "Archived result" in page and "at its commit" in page
+    page, table = sources("https://example.org/owner/repo/")
+    assert f'href="https://example.org/owner/repo/blob/{commit}/{path}"' in table
+    scan = gate.scan_page("evidence/archive/fixture/smoke-x/", table)
+    assert scan.figures == [] and scan.external == []
+    hashes = [attrs["data-field"] for attrs, _ in scan.values]
+    assert hashes == [f"/sources/{p.replace('/', '~1')}" for p in sorted(data["sources"])]
+
+
+def test_a_shallow_clone_stops_the_build_with_one_line_saying_how_to_fetch(tmp_path):
+    """``git clone --depth 1`` lacks the commits archived results measured."""
+    listed = sw.git_out(sw.ROOT, "ls-tree", "-r", "--name-only", "HEAD", "results/archive")
+    if not listed:
+        pytest.skip("no archived result committed at HEAD")
+    clone = tmp_path / "clone"
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", f"file://{sw.ROOT}", str(clone)],
+        check=True,
+        capture_output=True,
+    )
+    result = sw.build(clone)
+    assert result.returncode != 0
+    (line,) = [line for line in result.output.splitlines() if "git fetch --unshallow" in line]
+    assert "is not in the git history" in line and "results/archive/" in line

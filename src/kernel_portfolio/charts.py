@@ -181,37 +181,29 @@ def _cliff_axes(op: str, shape: Sequence[int]) -> tuple[int, str, tuple[int, ...
 def cliff_points(result_id: str, data: dict) -> list[dict]:
     """Ours over the best baseline in every case of one result, with the bar it is held to.
 
-    The values and bars are :func:`kernel_portfolio.bench.targets.evaluate`'s:
-    for a row operator the every-shape row (ours over the fastest of torch,
-    compile and Liger-Kernel); for GEMM the every-shape row if the targets
-    give one, else a named target against cuBLAS, else the saved speed-up
-    over cuBLAS with no bar. A case where ours or every baseline did not run
-    has no point.
+    The values and bars are :func:`kernel_portfolio.bench.targets.evaluate`'s
+    every-shape rows (ours over the fastest of torch, compile and Liger-Kernel;
+    over cuBLAS for GEMM) and floor rows (the share of that baseline no case
+    may fall below). A case where ours or every baseline did not run has no
+    point.
 
     Returns:
         One dict per case: ``result``, ``case``, ``op``, ``mode``, ``dtype``,
         ``x``, ``line``, ``line_key``, ``value``, ``baseline``, ``threshold``
-        (``None``: no bar) and ``met`` (``None``: no bar).
+        (the every-shape bar), ``met`` and ``floor``.
     """
     from kernel_portfolio.bench import targets
 
     chosen: dict[str, dict] = {}
+    floors: dict[str, float] = {}
     for row in targets.evaluate(data):
-        if row["stat"] != "speedup" or row["value"] is None:
-            continue
-        every = row["target"] == targets.EVERY_SHAPE
-        held = chosen.get(row["case"])
-        if every or (held is None and row["baseline"] == "cublas"):
+        if row["target"] == targets.FLOOR:
+            floors[row["case"]] = row["threshold"]
+        elif row["target"] == targets.EVERY_SHAPE and row["value"] is not None:
             chosen[row["case"]] = row
     points = []
     for case in data.get("cases", []):
         row = chosen.get(case["id"])
-        if row is None and case["op"] == "matmul":
-            try:
-                value = targets.target_value(data, case["id"], "speedup", "cublas")
-            except ValueError:
-                continue  # ours or cuBLAS did not run
-            row = {"value": value, "baseline": "cublas", "threshold": None, "met": None}
         if row is None:
             continue
         x, line, key = _cliff_axes(case["op"], case["shape"])
@@ -228,7 +220,8 @@ def cliff_points(result_id: str, data: dict) -> list[dict]:
                 "value": row["value"],
                 "baseline": row["baseline"],
                 "threshold": row["threshold"],
-                "met": row["met"] if row["threshold"] is not None else None,
+                "met": row["met"],
+                "floor": floors[case["id"]],
             }
         )
     return points
@@ -242,8 +235,8 @@ def cliff_figure(results: Sequence[tuple[str, dict]]) -> go.Figure:
     count; GEMM against ``M``, one line per ``(N, K)``; the add against the
     element count. Colour follows the line (few rows light, many dark), the
     marker the dtype; a filled marker meets its bar, an open one misses it.
-    Dotted lines are the bars the cases of the panel are held to
-    (:mod:`kernel_portfolio.bench.targets`), the grey line parity. Hover a
+    Dotted lines are the bars the cases of the panel are held to, their floor
+    included (:mod:`kernel_portfolio.bench.targets`), the grey line parity. Hover a
     point for its case, its baseline and its result.
 
     Args:
@@ -300,7 +293,7 @@ def cliff_figure(results: Sequence[tuple[str, dict]]) -> go.Figure:
                 marker={
                     "color": color[line],
                     "size": 8,
-                    "symbol": [symbol + ("-open" if p["met"] is False else "") for p in group],
+                    "symbol": [symbol + ("" if p["met"] else "-open") for p in group],
                     "line": {"color": color[line], "width": 1.5},
                 },
                 customdata=[
@@ -308,7 +301,7 @@ def cliff_figure(results: Sequence[tuple[str, dict]]) -> go.Figure:
                         p["case"],
                         p["baseline"],
                         p["result"],
-                        {True: "meets its bar", False: "misses its bar", None: "no bar"}[p["met"]],
+                        "meets its bar" if p["met"] else "misses its bar",
                     ]
                     for p in group
                 ],
@@ -320,7 +313,8 @@ def cliff_figure(results: Sequence[tuple[str, dict]]) -> go.Figure:
         )
         shown.add(line)
     for (op, mode), (row, col) in panels.items():
-        bars = {p["threshold"] for p in points if (p["op"], p["mode"]) == (op, mode)} - {None}
+        here = [p for p in points if (p["op"], p["mode"]) == (op, mode)]
+        bars = {p[key] for p in here for key in ("threshold", "floor")}
         fig.add_hline(y=1.0, line={"color": "#adb5bd", "width": 1}, row=row, col=col)
         for bar in sorted(bars):
             fig.add_hline(y=bar, line={"color": "#e03131", "width": 1, "dash": "dot"},

@@ -17,7 +17,8 @@ notebooks, API pages, generated pages) and fails on:
   value (tampered), whose link does not lead to its evidence, or that quotes a
   **stale** case (a source it depends on changed since it was measured). An
   archived result (``archive/...``) is quoted as a record of the past: it is
-  judged against the sources kept beside it, not against today's files;
+  judged against the files at its recorded commit in git, not against today's
+  files (a clone whose history lacks that commit fails with how to fetch it);
 * an **evidence value** (``span.kp-value``) anywhere but the generated
   evidence pages of its own result (``evidence/<id>/`` and its per-operator
   detail pages), or whose text differs from the value the JSON pointer names
@@ -497,9 +498,7 @@ class ResultSet:
             base = self.root / "results"
             self._ids = [result_id(p) for p in paths]
             self._others = sorted(
-                p
-                for p in (base.rglob("*.json") if base.is_dir() else [])
-                if p not in paths and not any(x.endswith(".sources") for x in p.parts)
+                p for p in (base.rglob("*.json") if base.is_dir() else []) if p not in paths
             )
         return self._ids, self._others
 
@@ -521,7 +520,14 @@ class ResultSet:
         return self._errors.get(result_id, "")
 
     def changed(self, result_id: str, case_id: str) -> list[str]:
-        """Sources of a case that changed since it was measured ([] when current)."""
+        """Sources of a case that changed since it was measured ([] when current).
+
+        An archived result's are read at its commit, once per result.
+
+        Raises:
+            kernel_portfolio.results.CommitMissing: the git history lacks an
+                archived result's commit.
+        """
         key = (result_id, case_id)
         if key not in self._stale:
             staleness = self.get(result_id).case_staleness(case_id, self.root, self._digests)
@@ -693,13 +699,15 @@ def judge(
                 stale.setdefault((record.result_id, record.case_id), []).append(record.text)
         for (result_id, case_id), texts in stale.items():
             what = (
-                "its archived sources" if result_id.startswith("archive/") else "files it measured"
+                "the files at its commit differ from the hashes it recorded"
+                if result_id.startswith("archive/")
+                else "files it measured changed since the run"
             )
             fail(
                 f"{len(texts)} claim(s) on {result_id} {case_id} ({', '.join(map(_show, texts))})"
-                f" are stale: {what} changed since the run "
-                f"({', '.join(results.changed(result_id, case_id))}); measure again with "
-                "`kp bench`, or quote an archived result kept with its sources"
+                f" are stale: {what} ({', '.join(results.changed(result_id, case_id))}); "
+                "measure again with `kp bench`, or quote an archived result (results/archive/, "
+                "judged against the sources at its commit)"
             )
         for attrs, text in scan.targets:
             _judge_target(scan.url, attrs, text, results, fail)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import posixpath
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -133,13 +134,19 @@ def raw_names(result_id: str, data: dict) -> tuple[str, str | None]:
 # ------------------------------------------------------------ evidence pages
 
 
-def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> list[GeneratedFile]:
+def evidence_page(
+    result_id: str, data: dict, stale: dict[str, list[str]], repo_url: str | None = None
+) -> list[GeneratedFile]:
     """The evidence page of one result, and its chart files.
 
     Args:
         result_id: Result id.
         data: The result's data.
-        stale: For each stale case id, the sources that changed since the run.
+        stale: For each stale case id, the sources that changed since the run
+            (for an archived result: whose file at its commit differs).
+        repo_url: The repository's web address (``repo_url`` of ``mkdocs.yml``):
+            each source links to its file at the run's commit there. Without
+            it the page shows the ``git show COMMIT:PATH`` that prints the file.
 
     Returns:
         The page (``evidence/<id>.md``), its samples chart JSON, and for a
@@ -171,22 +178,29 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
     if archived:
         lines += [
             '!!! note "Archived result"',
-            "    This run was superseded. It is kept with the exact sources it measured, "
-            "so it stays quotable as a record of the past.",
+            "    This run was superseded. Git keeps the sources it measured at its commit, "
+            "and the build checks the hashes it recorded against those files (Sources, "
+            "below), so it stays quotable as a record of the past.",
             "",
         ]
     if stale:
         lines += [
             '!!! warning "Stale cases"',
-            f"    {len(stale)} case(s) depend on sources that changed since this run; "
-            "the site refuses to quote them until they are measured again.",
+            f"    {len(stale)} case(s) depend on sources "
+            + (
+                "whose files at the run's commit differ from the hashes it recorded"
+                if archived
+                else "that changed since this run"
+            )
+            + "; the site refuses to quote them until they are measured again.",
             "",
         ]
     run_rows = [
         ("command", f"<code>{_text(result_id, data, 'command')}</code>"),
         (
             "commit",
-            f"<code>{_esc(git.get('commit'))}</code>" + (" (dirty)" if git.get("dirty") else ""),
+            f"<code>{_text(result_id, data, 'git', 'commit')}</code>"
+            + (" (dirty: the tree had uncommitted changes)" if git.get("dirty") else ""),
         ),
         ("started (UTC)", _esc(data.get("started_utc", ""))),
         ("finished (UTC)", _esc(data.get("finished_utc", ""))),
@@ -238,6 +252,7 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
             )
         )
     lines += ["## Run", "", _table(None, run_rows), ""]
+    lines += _sources_section(result_id, data, archived, repo_url)
 
     files: list[GeneratedFile] = []
     lines += _samples_section(result_id, data, raw_json, here, files)
@@ -282,6 +297,39 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
         ]
     files.append(GeneratedFile(page, "\n".join(lines)))
     return files
+
+
+def _sources_section(result_id: str, data: dict, archived: bool, repo_url: str | None) -> list[str]:
+    """The files the numbers depend on: recorded hash, and the file at the run's commit."""
+    commit = data["git"]["commit"]
+    against = (
+        "an archived result's are checked against the files at this commit"
+        if archived
+        else "a current result's are checked against the files in the tree"
+    )
+    rows = []
+    for path in sorted(data.get("sources", {})):
+        if repo_url:
+            url = f"{repo_url.rstrip('/')}/blob/{commit}/{urllib.parse.quote(path)}"
+            where = f'<a href="{_esc(url)}">the file at the commit</a>'
+        else:
+            where = f"<code>git show {_esc(commit)}:{_esc(path)}</code>"
+        rows.append(
+            [
+                f"<code>{_esc(path)}</code>",
+                f"<code>{_text(result_id, data, 'sources', path)}</code>",
+                where,
+            ]
+        )
+    return [
+        "## Sources",
+        "",
+        "The SHA-256 (LF line ends) of every file the numbers depend on, as the run "
+        f"recorded them; {against}. Git keeps each file as the run's commit holds it.",
+        "",
+        _table(["file", "SHA-256", "at its commit"], rows),
+        "",
+    ]
 
 
 def _parts(in_op: list) -> list[list]:
@@ -496,9 +544,10 @@ _CLIFF_CAPTION = (
     "in the same case (over cuBLAS for GEMM), on log axes, forward on the left and forward "
     "plus backward on the right. Row operators are drawn against the row width, one line per "
     "row count; GEMM against `M`, one line per `N` and `K`; the add against its element "
-    "count. A filled marker meets its bar, an open one misses it; the dotted lines are the "
-    "bars of the speed targets, the grey line parity. Circles are float16, squares bfloat16, "
-    "diamonds float32. Hover a point for its case."
+    "count. A filled marker meets its every-shape bar, an open one misses it; the dotted "
+    "lines are those bars and the floor no case may fall below (the speed targets), the grey "
+    "line parity. Circles are float16, squares bfloat16, diamonds float32. Hover a point for "
+    "its case."
 )
 
 
@@ -783,6 +832,35 @@ def _tally(rows: list[dict]) -> str:
     return f"{met} met, {len(rows) - met} not met."
 
 
+def _why(row: dict) -> str:
+    """``": <reason>"`` for a row without a value, else nothing."""
+    return f": {_esc(row['reason'])}" if row["value"] is None else ""
+
+
+def _every_shape_table(result_id: str, data: dict, rows: list[dict]) -> str:
+    """Every-shape (or floor) rows: the best baseline, its share of copy, ours over it."""
+    return _table(
+        [
+            "case",
+            "best baseline",
+            "its % of copy",
+            "ours: speed-up over it",
+            "bar",
+            "met",
+            "short by (×)",
+        ],  # fmt: skip
+        (
+            [
+                f"<code>{_esc(row['case'])}</code>",
+                _esc(row["baseline"]),
+                _claim_or_dash(result_id, data, row["case"], "pct_copy", row["baseline"]),
+                *_target_cells(result_id, data, row, name_baseline=False),
+            ]
+            for row in rows
+        ),
+    )
+
+
 def _targets_section(result_id: str, data: dict, op: str | None = None) -> list[str]:
     """The speed targets (:mod:`kernel_portfolio.bench.targets`) against one result.
 
@@ -795,6 +873,9 @@ def _targets_section(result_id: str, data: dict, op: str | None = None) -> list[
     names = {t.name for t in targets.TARGETS}
     named = [r for r in rows if r["target"] in names]
     every = [r for r in rows if r["target"] == targets.EVERY_SHAPE]
+    floors = [r for r in rows if r["target"] == targets.FLOOR]
+    floor_misses = [r for r in floors if not r["met"]]
+    aligned = [r for r in rows if r["target"] == targets.ALIGNED]
     lines = [
         "## Speed targets",
         "",
@@ -828,33 +909,55 @@ def _targets_section(result_id: str, data: dict, op: str | None = None) -> list[
     if absent and op is None:
         lines += ["No case of this run falls under: " + "; ".join(absent) + ".", ""]
     if every:
+        full = targets.bar_text("speedup", targets.EVERY_SHAPE_BAR, targets.BEST)
+        floor = targets.bar_text("speedup", targets.FLOOR_BAR, targets.BEST)
         lines += [
             "Every shape: ours against the fastest of torch, compile and Liger-Kernel in the "
-            "same case, with the bar "
-            + _target(targets.bar_text("speedup", targets.EVERY_SHAPE_BAR, targets.BEST))
-            + ", lowered to "
+            f"same case, with the bar {_target(full)}, lowered to "
             + _target(targets.bar_text("speedup", targets.NEAR_ROOF_BAR, targets.BEST))
-            + f" where that baseline already runs at {_target(targets.NEAR_ROOF_TEXT)} "
-            f"(GEMM is held to its targets against cuBLAS instead): {_tally(every)}",
+            + f" where that baseline already runs at {_target(targets.NEAR_ROOF_TEXT)}; "
+            "GEMM against cuBLAS, with the bar "
+            + _target(targets.bar_text("speedup", targets.EVERY_SHAPE_BAR, "cublas"))
+            + f" from {targets.GEMM_FULL_BAR_M} rows and "
+            + _target(targets.bar_text("speedup", targets.FLOOR_BAR, "cublas"))
+            + f" below: {_tally(every)}",
+            "",
+            _every_shape_table(result_id, data, every),
+            "",
+            f"No case below the floor {_target(floor)} (cuBLAS for GEMM): "
+            f"{len(floor_misses)} of {len(floors)} cases below it"
+            + (", these:" if floor_misses else "."),
+            "",
+        ]
+        if floor_misses:
+            lines += [_every_shape_table(result_id, data, floor_misses), ""]
+    if aligned:
+        bar = targets.bar_text(targets.ALIGNED_SHARE, targets.ALIGNED_BAR)
+        lines += [
+            "Unaligned rows: a row width whose rows are not 16 bytes apart against its aligned "
+            "neighbour (the width rounded down to a multiple of a 16-byte vector, same rows, "
+            f"op, mode and dtype, in this run): ours' share of copy at each, with the bar "
+            f"{_target(bar)}: {_tally(aligned)}",
             "",
             _table(
                 [
                     "case",
-                    "best baseline",
-                    "its % of copy",
-                    "ours: speed-up over it",
+                    "neighbour",
+                    "ours: % of copy",
+                    "at the neighbour: % of copy",
                     "bar",
                     "met",
-                    "short by (×)",
-                ],
+                ],  # fmt: skip
                 (
                     [
                         f"<code>{_esc(row['case'])}</code>",
-                        _esc(row["baseline"]),
-                        _claim_or_dash(result_id, data, row["case"], "pct_copy", row["baseline"]),
-                        *_target_cells(result_id, data, row, name_baseline=False),
+                        f"<code>{_esc(row['neighbour'])}</code>",
+                        _claim_or_dash(result_id, data, row["case"], "pct_copy", "ours"),
+                        _claim_or_dash(result_id, data, row["neighbour"], "pct_copy", "ours"),
+                        _target(row["bar"]),
+                        "yes" if row["met"] else f"no{_why(row)}",
                     ]
-                    for row in every
+                    for row in aligned
                 ),
             ),
             "",
@@ -923,9 +1026,8 @@ def benchmarks_index(
         lines += [
             "",
             "Not tabulated here: the case studies' sweeps, and superseded runs that a page "
-            "quotes. Each has its evidence page: "
-            + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in others)
-            + ".",
+            "quotes (archived results, judged against the sources at their commit). Each has "
+            "its evidence page: " + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in others) + ".",
         ]
     if invalid:
         lines += [

@@ -1,7 +1,9 @@
 """What the mkdocs build does with results: the logic behind ``evidence/hook.py``.
 
 * ``on_config``: find the repository root (the folder of ``mkdocs.yml``), load
-  every result, and expand glob entries of ``nav`` (``course/[0-9][0-9]-*``,
+  every result (an archived one checked against git at its commit: a clone
+  that lacks the commit fails the build with one line saying how to fetch it),
+  and expand glob entries of ``nav`` (``course/[0-9][0-9]-*``,
   ``case-studies/*.py``, ``benchmarks/*.md``, ``evidence/**``) over the docs
   and the generated pages, so new lessons, case studies and results appear
   without editing ``mkdocs.yml``.
@@ -259,6 +261,7 @@ class SiteBuild:
     def __init__(self) -> None:
         self.root = Path(".")
         self.results = None
+        self.repo_url: str | None = None
         self.generated: list[pages.GeneratedFile] = []
         self.copies: list[tuple[str, Path]] = []
         self.sources: dict[str, str] = {}
@@ -270,12 +273,20 @@ class SiteBuild:
 
     # ---------------------------------------------------------------- config
     def on_config(self, config) -> None:
+        from mkdocs.exceptions import PluginError
+
+        from kernel_portfolio.results import CommitMissing
+
         self.root = Path(config.config_file_path).resolve().parent
         # Notebooks run in kernels started by this process: their quote()
         # must read this tree's results, whatever directory mkdocs runs in.
         os.environ["KP_ROOT"] = str(self.root)
         self.results = gate.ResultSet(self.root)
-        self._generate()
+        self.repo_url = config.repo_url
+        try:
+            self._generate()
+        except CommitMissing as err:  # a shallow clone: one line that says how to fetch
+            raise PluginError(str(err)) from None
         docs = Path(config.docs_dir)
         uris = [p.relative_to(docs).as_posix() for p in docs.rglob("*") if p.is_file()]
         uris += [f.src_uri for f in self.generated] + [uri for uri, _ in self.copies]
@@ -301,7 +312,7 @@ class SiteBuild:
                 for c in data.get("cases", [])
                 if results.changed(result_id, c["id"])
             }
-            self.generated += pages.evidence_page(result_id, data, stale)
+            self.generated += pages.evidence_page(result_id, data, stale, self.repo_url)
             raw_json, raw_log = pages.raw_names(result_id, data)
             self.copies.append((raw_json, Path(result.path)))
             log_path = Path(result.path).with_name(data["log"]) if raw_log else None
