@@ -453,12 +453,11 @@ def test_large_results_split_into_detail_pages(tmp_path, monkeypatch):
 
 
 def test_large_results_put_their_benchmark_tables_on_a_page_per_operator(tmp_path, monkeypatch):
-    from kernel_portfolio.bench.records import fixture_result
     from kernel_portfolio.evidence import pages
     from kernel_portfolio.results import save
 
-    save(fixture_result(sw.ROOT), tmp_path / "results/fixture/smoke.json")
-    monkeypatch.setattr(pages, "BENCH_PAGE_ROWS", 5)  # the smoke suite has 9 records
+    save(sw.fixture_result(sw.ROOT), tmp_path / "results/fixture/smoke.json")
+    monkeypatch.setattr(pages, "BENCH_PAGE_BYTES", 10_000)  # the smoke page weighs more
     generated = _generated(tmp_path)
     page = generated["benchmarks/fixture/smoke.md"]
     assert 'data-name="smoke-cliff"' in page and "kp-claim" not in page  # picture and counts
@@ -469,16 +468,18 @@ def test_large_results_put_their_benchmark_tables_on_a_page_per_operator(tmp_pat
         scan = gate.scan_page(f"benchmarks/fixture/smoke/{op}/", op_page)
         assert scan.claims and all(a["data-case"].startswith(f"{op}/") for a, _ in scan.claims)
         assert f"benchmarks/fixture/smoke/{op}/smoke-{op}.json" in generated
-    monkeypatch.setattr(pages, "BENCH_PAGE_ROWS", 9)
-    assert "benchmarks/fixture/smoke/softmax.md" not in _generated(tmp_path)
+    monkeypatch.setattr(pages, "BENCH_PAGE_BYTES", 100_000)
+    one = _generated(tmp_path)
+    assert "benchmarks/fixture/smoke/softmax.md" not in one
+    assert "benchmarks/fixture/smoke/smoke-softmax.json" in one
 
 
 def test_archived_results_that_no_page_names_are_not_published(tmp_path):
-    from kernel_portfolio.bench.records import fixture_result
     from kernel_portfolio.results import save
 
+    sw.link_history(tmp_path)  # archived results are checked against their commit
     for stamp in ("20260101T000000Z", "20260102T000000Z"):
-        save(fixture_result(sw.ROOT), tmp_path / f"results/archive/fixture/smoke-{stamp}.json")
+        save(sw.fixture_result(sw.ROOT), tmp_path / f"results/archive/fixture/smoke-{stamp}.json")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs/page.md").write_text(
         "{{ claim archive/fixture/smoke-20260102T000000Z softmax/fwd/1024x4096/float16 ours gbps }}"

@@ -42,11 +42,10 @@ PAGE_ROWS = 800
 #: they would dominate with per-plan tables (and whose build time they did); the
 #: run's evidence page and the case anchors that link to them stay searchable.
 _UNSEARCHED = ["---", "search:", "  exclude: true", "---", ""]
-#: A run of more implementation records than this has its benchmark tables on a
+#: A run whose Benchmarks page would weigh more bytes than this has its tables on a
 #: page per operator (``benchmarks/<gpu>/<stem>/<op>.md``), its page keeping the
-#: picture and a count of the targets met: a table row of claims weighs about
-#: twice an evidence row, and no page should pass a megabyte.
-BENCH_PAGE_ROWS = 600
+#: picture and a count of the targets met: no page should pass a megabyte.
+BENCH_PAGE_BYTES = 750_000
 
 
 @dataclass(frozen=True)
@@ -576,8 +575,10 @@ def benchmarks_pages(gpu: str, results: list[tuple[str, dict, object]]) -> list[
     Each current result of a ``kp bench`` suite gets ``benchmarks/<gpu>/<stem>.md``:
     ours over the best baseline in every case
     (:func:`kernel_portfolio.charts.cliff_figure`), the speed targets, then per
-    operator a chart and a table of claims. The GPU's overview chart (every
-    result on one picture, :func:`overview_chart`) goes on the Benchmarks index.
+    operator a chart and a table of claims; past :data:`BENCH_PAGE_BYTES`, the
+    targets and tables of each operator on a page of its own. The GPU's overview
+    chart (every result on one picture, :func:`overview_chart`) goes on the
+    Benchmarks index.
 
     Args:
         gpu: GPU slug (the folder under ``results/``).
@@ -616,12 +617,16 @@ def benchmarks_pages(gpu: str, results: list[tuple[str, dict, object]]) -> list[
             lines += _chart(name, f"{url}/{name}.json", url, here)
             lines += [_CLIFF_CAPTION, ""]
             files.append(GeneratedFile(f"{url}/{name}.json", charts.figure_json(fig)))
-        if sum(len(case.get("impls", {})) for case in data.get("cases", [])) <= BENCH_PAGE_ROWS:
-            lines += _targets_section(result_id, data)
-            for op in _ops(data):
-                lines += [f"## {op}", ""]
-                lines += _op_tables(result_id, data, frame, op, f"{url}/{stem}-{op}", url, files)
-            files.append(GeneratedFile(page, "\n".join(lines)))
+        charts_of_one_page: list[GeneratedFile] = []
+        body = _targets_section(result_id, data)
+        for op in _ops(data):
+            body += [f"## {op}", ""]
+            body += _op_tables(
+                result_id, data, frame, op, f"{url}/{stem}-{op}", url, charts_of_one_page
+            )
+        if len("\n".join(lines + body).encode()) <= BENCH_PAGE_BYTES:
+            files += charts_of_one_page
+            files.append(GeneratedFile(page, "\n".join(lines + body)))
             continue
         lines += [
             "## Speed targets",
