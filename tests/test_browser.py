@@ -221,3 +221,13 @@ def test_offsite_request_is_caught(built, server, browser):
     tab.page.evaluate("fetch('https://cdn.example.org/x.js').catch(() => {})")
     tab.page.wait_for_timeout(200)
     assert tab.offsite == ["https://cdn.example.org/x.js"]
+
+
+def test_search_finds_a_page(server, browser):
+    """Search runs in the theme's worker, from the site's own files only."""
+    tab = Tab(browser, server)
+    tab.page.goto(server)
+    tab.page.locator("label.md-search__icon, input.md-search__input").first.click()
+    tab.page.locator("input.md-search__input").fill("softmax")
+    tab.page.wait_for_selector("li.md-search-result__item", timeout=DRAW_TIMEOUT_MS)
+    tab.check_clean()

@@ -130,7 +130,9 @@ def test_notebook_pages_link_one_copy_of_the_notebook_styles(built):
     page = (built.site / "fixture-notebook" / "index.html").read_text(encoding="utf-8")
     assert f'<link rel="stylesheet" href="../{NOTEBOOK_CSS}">' in page
     assert not any(style.strip()[:200] in page for style in notebook_styles())
-    assert not list(built.site.rglob("*.map"))  # the theme's source maps are not published
+    # The theme's source maps and lunr's other languages: no page loads them, none is published.
+    assert not list(built.site.rglob("*.map"))
+    assert not (built.site / "assets/javascripts/lunr").exists()
 
 
 @pytest.mark.parametrize("url", ["benchmarks/", "benchmarks/fixture/smoke/"])

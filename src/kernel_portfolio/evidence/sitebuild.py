@@ -21,9 +21,10 @@
   one copy (:data:`NOTEBOOK_CSS`).
 * ``on_post_page``: rewrite each claim's placeholder href into a relative link
   to its evidence.
-* ``on_post_build``: drop the theme's source maps (:func:`drop_source_maps`),
-  write the list of every claim into the evidence index, then run the gate
-  over the built site; a failing gate fails the build.
+* ``on_post_build``: drop the theme's files that no page loads
+  (:func:`drop_unloaded_theme_files`), write the list of every claim into the
+  evidence index, then run the gate over the built site; a failing gate fails
+  the build.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import logging
 import os
 import posixpath
 import re
+import shutil
 from pathlib import Path
 
 from kernel_portfolio.evidence import gate, pages
@@ -213,20 +215,30 @@ def expand_nav(nav: list, uris: list[str]) -> list:
     return expand(nav)
 
 
-def drop_source_maps(site: Path) -> list[Path]:
-    """Delete the source maps the theme ships beside its minified bundles.
+def drop_unloaded_theme_files(site: Path, search_languages: list[str]) -> list[Path]:
+    """Delete the theme's files that no page of this site loads.
 
-    They map Material's own scripts back to their sources for a debugger
-    (about a megabyte); no page loads them, and the site does not publish
-    them.
+    Material ships source maps beside its minified bundles (for a debugger,
+    about a megabyte), and lunr's support for every search language; its search
+    worker loads that support only for a language other than English (and the
+    multi-language file for several), so a site searched in English alone
+    never loads any of it.
+
+    Args:
+        site: The built site.
+        search_languages: The search plugin's ``lang``.
 
     Returns:
         The files deleted.
     """
-    maps = sorted((site / "assets").rglob("*.map"))
-    for path in maps:
+    assets, lunr = site / "assets", site / "assets" / "javascripts" / "lunr"
+    drop = sorted(assets.rglob("*.map"))
+    for path in drop:
         path.unlink()
-    return maps
+    if list(search_languages) == ["en"] and lunr.is_dir():
+        drop += sorted(p for p in lunr.rglob("*") if p.is_file())
+        shutil.rmtree(lunr)
+    return drop
 
 
 #: The written pages (folder under the repository root, file patterns): an archived
@@ -424,7 +436,7 @@ class SiteBuild:
         from mkdocs.exceptions import PluginError
 
         site = Path(config.site_dir)
-        drop_source_maps(site)
+        drop_unloaded_theme_files(site, config.plugins["search"].config.lang or ["en"])
         scans = gate.scan_site(site)
         index = site / EVIDENCE_INDEX / "index.html"
         if index.is_file():
