@@ -436,7 +436,8 @@ class SiteBuild:
         from mkdocs.exceptions import PluginError
 
         site = Path(config.site_dir)
-        drop_unloaded_theme_files(site, config.plugins["search"].config.lang or ["en"])
+        search = next((p for n, p in config.plugins.items() if n.endswith("search")), None)
+        drop_unloaded_theme_files(site, (search.config.lang or ["en"]) if search else [])
         scans = gate.scan_site(site)
         index = site / EVIDENCE_INDEX / "index.html"
         if index.is_file():
