@@ -21,10 +21,11 @@ Paths: ``add`` (dense and strided kernels) in each dtype; ``row_sum``,
 per plan so each dtype runs once per operator, at an aligned and a peeled
 (odd) width; the softmax's cooperative split on few wide rows; and the row sum's block plan
 on rows narrow enough that a program sums several; GEMM forward with every
-autotuning config of the TMA and the pointer path (operands row-major), and
-with the first config of each path on the backward's operand layouts (A or B
-column-major). The GEMM paths use fixed configs: autotuning under memcheck would
-time every config many times over.
+tile of the Hopper path and every autotuning config of the pointer path
+(operands row-major), with the first of each path on the backward's operand
+layouts (A or B column-major), and split-K on the Hopper path. The GEMM
+paths use fixed settings: autotuning under memcheck would time every config
+many times over.
 
 Each path prints one line; the exit status is 1 if any output or gradient is
 missing, non-finite or off the float64 reference by more than the dtype's
@@ -112,31 +113,36 @@ def _layout(t: torch.Tensor, col_major: bool) -> torch.Tensor:
     return t.t().contiguous().t() if col_major else t
 
 
-def _gemm_fn(path: str, config, a_col: bool, b_col: bool, split_k: int | None = None) -> Callable:
+def _gemm_fn(path: str, setting, a_col: bool, b_col: bool, split_k: int = 1) -> Callable:
+    """A product on ``path`` with ``setting`` fixed: a pointer config, or a Hopper tile.
+
+    ``setting=None`` leaves the choice to the launcher (the interpreter's small
+    config or tile); ``split_k`` splits ``K`` on the Hopper path.
+    """
+    if path == "tma":
+        tile = mm.INTERPRETER_TILE if setting is None else setting
+        fixed = {"plan": mm.TmaPlan(tile, split_k)}
+    else:
+        fixed = {"config": setting}
+
     def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype, device=a.device)
         mm._launch_matmul(
-            _layout(a, a_col),
-            _layout(b, b_col),
-            out,
-            allow_tf32=False,
-            path=path,
-            config=config,
-            split_k=split_k,
+            _layout(a, a_col), _layout(b, b_col), out, allow_tf32=False, path=path, **fixed
         )
         return out
 
     return fn
 
 
-def _config_text(config) -> str:
-    if config is None:
-        return "interpreter config"
-    kw = config.kwargs
-    tile = "x".join(str(kw[k]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K") if k in kw)
-    extra = " ws" if kw.get("WARP_SPECIALIZE") else ""
-    extra += f" split{kw['EPILOGUE_SPLIT']}" if kw.get("EPILOGUE_SPLIT", 1) > 1 else ""
-    return f"{tile} w{config.num_warps} s{config.num_stages}{extra}"
+def _setting_text(setting) -> str:
+    if setting is None:
+        return "interpreter setting"
+    if isinstance(setting, mm.TmaTile):
+        return setting.name
+    kw = setting.kwargs
+    tile = "x".join(str(kw[k]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+    return f"{tile} w{setting.num_warps} s{setting.num_stages}"
 
 
 def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
@@ -165,23 +171,25 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
     case = Case("row_sum", "fwdbwd", narrow, "float16", "events", ("ours", "torch"))
     yield f"row_sum block {narrow[1]} columns, float16 fwd+bwd", case, _row_fn("row_sum", plan)
     m, n, k = s["gemm"]
-    gpu_configs = {
-        "tma": list(zip(mm.TMA_CONFIGS, itertools.cycle(("float16", "bfloat16")))),
+    gpu_settings = {
+        "tma": list(zip(mm.TMA_TILES, itertools.cycle(("float16", "bfloat16")))),
         "pointer": list(zip(mm.POINTER_CONFIGS, itertools.cycle(("float32", "bfloat16")))),
     }
-    for path, configs in gpu_configs.items():
+    for path, settings in gpu_settings.items():
         if small:
-            configs = [(None, "float16" if path == "tma" else "float32")]
-        for i, (config, dtype) in enumerate(configs):
+            settings = [(None, "float16" if path == "tma" else "float32")]
+        for i, (setting, dtype) in enumerate(settings):
             layouts = [(False, False)] + ([(True, False), (False, True)] if i == 0 else [])
             for a_col, b_col in layouts:
                 case = Case("matmul", "fwd", (m, n, k), dtype, "events", ("ours", "cublas"))
                 order = f"{'t' if a_col else 'n'}{'t' if b_col else 'n'}"
-                label = f"matmul {path} {_config_text(config)} {order} {dtype} fwd"
-                yield label, case, _gemm_fn(path, config, a_col, b_col)
-    # Split-K (the dB layout: A transposed): float32 partial tiles, then their sum.
+                label = f"matmul {path} {_setting_text(setting)} {order} {dtype} fwd"
+                yield label, case, _gemm_fn(path, setting, a_col, b_col)
+    # Split-K (the dB layout: A transposed) with the first row's tile of the
+    # plan table: float32 partial tiles, then the last run's sum of them.
+    tile = None if small else mm._TILES_BY_NAME[mm.TMA_RULES[0].tiles[0]]
     case = Case("matmul", "fwd", (m, n, k), "bfloat16", "events", ("ours", "cublas"))
-    yield "matmul tma split-k 2 tn bfloat16 fwd", case, _gemm_fn("tma", None, True, False, 2)
+    yield "matmul tma split-k 2 tn bfloat16 fwd", case, _gemm_fn("tma", tile, True, False, 2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -576,7 +576,7 @@ def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
         for kind, dtype in zip(("block", "looped", "split"), sanitize_paths.DTYPES, strict=True):
             assert any(lab.startswith(f"{op} {kind} ") and dtype in lab for lab in labels)
     assert sum(lab.startswith("matmul tma ") and " nn " in lab for lab in labels) == len(
-        sanitize_paths.mm.TMA_CONFIGS
+        sanitize_paths.mm.TMA_TILES
     )
     assert sum(lab.startswith("matmul pointer ") and " nn " in lab for lab in labels) == len(
         sanitize_paths.mm.POINTER_CONFIGS
