@@ -334,7 +334,8 @@ def test_untouched_fixture_site_passes(site, root):
     report = gate.check_site(site, root)
     assert report.ok, report.summary()
     pages = {c.page for c in report.claims}
-    assert {"fixture-claims/", "fixture-notebook/", "benchmarks/fixture/", "evidence/"} <= pages
+    wanted = {"fixture-claims/", "fixture-notebook/", "benchmarks/fixture/smoke/", "evidence/"}
+    assert wanted <= pages
     # Six links and two claims in attributes; two links, one in an attribute, one in a chart.
     assert sum(c.page == "fixture-claims/" for c in report.claims) == 8
     assert sum(c.page == "fixture-notebook/" for c in report.claims) == 4
@@ -414,7 +415,7 @@ CHART_TEXT = [
 
 def test_figures_in_chart_text_fail_naming_the_page(site, root):
     """In a chart drawn from the page (a notebook's) and from a file beside it (generated)."""
-    charts = ("fixture-notebook/", "benchmarks/fixture/")
+    charts = ("fixture-notebook/", "benchmarks/fixture/smoke/")
     for url in charts:
         _edit_chart(site, url, lambda fig: [plant(fig) for plant, _ in CHART_TEXT])
     failures = _failures(site, root)

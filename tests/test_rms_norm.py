@@ -322,7 +322,7 @@ def test_backward_launches_by_its_rule(plan, shape, launch, device, monkeypatch)
             marks=pytest.mark.xfail(
                 strict=True,
                 reason="known: a block plan's row of 32 columns a thread spills 48 bytes "
-                "with the weight loaded each row (NOTES.md, v14 candidate)",
+                "with the weight loaded each row",
             ),
         ),
     ],

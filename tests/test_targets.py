@@ -192,6 +192,8 @@ def test_cost_in_another_unit_is_refused():
 # ------------------------------------------------ the Benchmarks page and the gate
 
 RESULT_ID = "fixture/default"
+#: The URL of its Benchmarks page, which the claims link from.
+PAGE_URL = f"benchmarks/{RESULT_ID}/"
 SOFTMAX_MET = "softmax/fwd/8192x8192/float16"  # ours at 91 % of copy: bar 90 %, met
 SOFTMAX_MISS = "softmax/fwd/32768x8192/float16"  # ours at 88 %: misses by 2.0 points
 GEMM_MISS = "matmul/fwd/4096x4096x4096/bfloat16"  # ours at 0.95 of cuBLAS: misses by 0.05
@@ -244,11 +246,12 @@ def _section(path: Path) -> str:
     data = load(path).data
     (page,) = [
         f.content
-        for f in pages.benchmarks_page("fixture", [(RESULT_ID, data, load(path).frame())])
-        if f.src_uri == "benchmarks/fixture.md"
+        for f in pages.benchmarks_pages("fixture", [(RESULT_ID, data, load(path).frame())])
+        if f.src_uri == f"benchmarks/{RESULT_ID}.md"
     ]
-    section = page[page.index("### Speed targets") : page.index("\n### ", page.index("###") + 4)]
-    return rewrite_claim_links(section, "benchmarks/fixture/")
+    start = page.index("## Speed targets")
+    section = page[start : page.index("\n## ", start + 3)]
+    return rewrite_claim_links(section, PAGE_URL)
 
 
 def _row(section: str, case_id: str, target: str | None = None) -> str:
@@ -258,7 +261,7 @@ def _row(section: str, case_id: str, target: str | None = None) -> str:
 
 
 def _judge(section: str, root: Path) -> list[str]:
-    scan = gate.scan_page("benchmarks/fixture/", f"<body>{section}</body>")
+    scan = gate.scan_page(PAGE_URL, f"<body>{section}</body>")
     return [str(f) for f in gate.judge([scan], root).failures]
 
 
@@ -271,11 +274,11 @@ def test_page_shows_each_target_with_claims_bars_and_misses(known):
     root, section = known
     met = _row(section, SOFTMAX_MET, "widths 1K to 32K")
     assert 'class="kp-claim"' in met and 'data-stat="pct_copy"' in met
-    assert 'href="../../evidence/fixture/default/#softmax-fwd-8192x8192-float16"' in met
+    assert 'href="../../../evidence/fixture/default/#softmax-fwd-8192x8192-float16"' in met
     assert '<span class="kp-target">≥ 90.0% of copy</span>' in met
     assert "<td>yes</td><td></td>" in met
     miss = _row(section, SOFTMAX_MISS, "widths 1K to 32K")
-    assert re.search(r'<a class="kp-shortfall" href="../../evidence/fixture/default/#softmax'
+    assert re.search(r'<a class="kp-shortfall" href="../../../evidence/fixture/default/#softmax'
                      r'-fwd-32768x8192-float16"[^>]*>2.0 points</a>', miss)  # fmt: skip
     assert "<td>no</td>" in miss
     gemm = _row(section, GEMM_MISS, "GEMM, cubes")
