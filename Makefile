@@ -2,6 +2,7 @@
 #   make site    venv + CPU-only torch + docs deps, then mkdocs build (strict, notebooks executed, evidence gate)
 #   make test    the above plus test deps and Debian chromium, then ruff and pytest -m "not gpu"
 #   make serve   preview on http://127.0.0.1:8000/
+#   make plotly-js  refresh docs/assets/kp/plotly-cartesian.min.js after changing the plotly pin
 # VENV=/path/to/venv reuses an existing environment.
 
 SHELL := /bin/bash
@@ -16,7 +17,7 @@ TORCH_INDEX ?=
 # Material prints a banner about its future on every build; it says nothing about this site.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install site test lint chromium serve clean
+.PHONY: install site test lint chromium serve clean plotly-js
 
 $(VENV)/.kp-installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +47,16 @@ test: install chromium site lint
 	rc=0; $(PY) -m pytest -m "not gpu" || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): nothing failed"; rc=0; fi; \
 	exit $$rc
+
+# The site serves plotly.js's cartesian bundle (bar, box, heatmap and scatter traces:
+# every chart here), a third of the full bundle's size, in the version the pinned
+# plotly writes figures for (tests/test_charts.py checks that the two agree).
+plotly-js: install
+	set -e; v=$$($(PY) -c 'import plotly.offline as o; print(o.get_plotlyjs_version())'); \
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	( cd "$$tmp" && npm pack -q plotly.js-cartesian-dist-min@$$v >/dev/null \
+	  && tar xzf plotly.js-cartesian-dist-min-$$v.tgz ); \
+	cp "$$tmp/package/plotly-cartesian.min.js" docs/assets/kp/
 
 serve: install
 	$(PY) -m mkdocs serve -a 127.0.0.1:8000

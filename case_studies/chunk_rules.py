@@ -51,8 +51,9 @@
 # width and warp count inside the looped and split plans, which trade registers for
 # loads in flight in ways no byte count settles. That is what the grid measures.
 
-# %%
+# %% tags=["remove-input"]
 import dataclasses
+import inspect
 import sys
 
 import pandas as pd
@@ -151,7 +152,7 @@ display(
 )
 
 
-# %%
+# %% tags=["remove-input"]
 def status_of(case: dict) -> str:
     """What became of one cell in one run."""
     statuses = {r["status"] for r in case["impls"].values()}
@@ -211,7 +212,7 @@ display(
 # cell for both runs' fastest plans.
 
 
-# %%
+# %% tags=["remove-input"]
 def panels_of(cell_of) -> list[charts.HeatmapPanel]:
     """One heatmap panel per operator and mode; ``cell_of(key)`` gives a cell's (z, text, hover)."""
     panels = []
@@ -255,7 +256,7 @@ fig = charts.heatmap_grid(
 )
 display(charts.show(fig, "chunk-rules-best"))
 
-# %%
+# %% tags=["remove-input"]
 same_kind = sum(
     fitting.parse_impl(cells[0][k].best)[0] == fitting.parse_impl(cells[1][k].best)[0]
     for k in shared
@@ -331,13 +332,20 @@ display(
 )
 
 # %% [markdown]
+# In code, the rule is the `auto` branch of `plans.choose`, which reads those
+# constants from `plan_rule.py` (this build's source, not a copy):
+
+# %% tags=["remove-input"]
+display(Markdown(f"```python\n{inspect.getsource(plans.choose)}```"))
+
+# %% [markdown]
 # ## Its regret on the held-out run
 #
 # Run 2 never entered the fit. Each cell below is the fitted rule's regret on run 2,
 # as the fit result saves it: how much slower the rule's pick ran than run 2's
 # fastest plan in that cell. Hover a cell for the pick and run 2's fastest plan.
 
-# %%
+# %% tags=["remove-input"]
 held_out = {}  # (chooser, cell key) -> (case id, pick, regret in percent or None)
 for case in fitted.data["cases"]:
     if case["op"].endswith("-rule"):
@@ -388,7 +396,7 @@ display(charts.show(fig, "chunk-rules-regret"))
 #   costs a per-cell choice: the floor under which a difference between rules
 #   means nothing.
 
-# %%
+# %% tags=["remove-input"]
 summary = {
     (c["op"].removesuffix("-rule"), c["mode"]): c
     for c in fitted.data["cases"]
@@ -478,7 +486,7 @@ display(
 # there) or the right kind with the wrong chunk or warps (the family allows one
 # chunk and warp count per kind and width band, and the cell wants another):
 
-# %%
+# %% tags=["remove-input"]
 assert fitting.BAD_REGRET == 0.1  # "a tenth" above
 bad = [k for k in fit_keys if held_out["fitted", k][2] > 100 * fitting.BAD_REGRET]
 causes = {}
@@ -655,7 +663,7 @@ display(
 # %% [markdown]
 # ## Fitting on run 2 instead
 
-# %%
+# %% tags=["remove-input"]
 refit = fitting.ChunkRule(**rule_data["refit_on_scored_run"])
 names = [f.name for f in dataclasses.fields(rule)]
 moved = [n for n in names if getattr(rule, n) != getattr(refit, n)]

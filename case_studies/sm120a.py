@@ -48,7 +48,7 @@
 # 80, 90, 100, 120 and 121; count instruction families in the PTX; hand the PTX
 # to the `ptxas` that ships in the wheel, with and without the suffix.
 
-# %%
+# %% tags=["remove-input"]
 import html
 import json
 
@@ -111,7 +111,7 @@ display(HTML(table.to_html(index=False)))
 # The same counts as a chart: one group of bars per capability, labelled with the
 # `.target` Triton chose; one panel per kernel.
 
-# %%
+# %% tags=["remove-input"]
 fig = make_subplots(
     rows=len(arch.KERNELS),
     cols=1,
@@ -138,7 +138,7 @@ fig.update_yaxes(title_text="instructions")
 fig.update_layout(barmode="group", legend={"orientation": "h", "y": -0.15}, height=600)
 charts.show(fig, "sm120a-families")
 
-# %%
+# %% tags=["remove-input"]
 # The text below relies on these; if a Triton release changes them, the build stops here.
 by_key = {(p.kernel, p.capability): p for p in probes}
 assert all(p.compiled and p.target == arch.rule_arch(p.capability) for p in probes)
@@ -184,7 +184,7 @@ for check in checks:
     if check["output"]:
         display(pre(shorten(check["output"])))
 
-# %%
+# %% tags=["remove-input"]
 outcome = {(c["kernel"], c["gpu_name"]): c for c in checks}
 assert outcome["descriptor", "sm_120a"]["status"] == "accepted"
 assert outcome["descriptor", "sm_120"]["status"] == "rejected"
@@ -246,7 +246,7 @@ display(
 # of the run ([raw log](../../evidence/triton-releases/matrix.log)); it holds no
 # timings.
 
-# %%
+# %% tags=["remove-input"]
 matrix_path = repo_root() / "results" / "triton-releases" / "matrix.json"
 matrix = arch.validate_release_matrix(json.loads(matrix_path.read_text()), name="matrix.json")
 releases = [r for r in matrix["releases"] if r["status"] == "ok"]
@@ -342,7 +342,7 @@ display(Markdown("**Every failure, first line as recorded** (the JSON and the lo
 display(pre("\n".join(failures)))
 
 
-# %%
+# %% tags=["remove-input"]
 fig = make_subplots(
     rows=2,
     cols=1,
@@ -382,7 +382,7 @@ charts.show(fig, "sm120a-releases")
 # the `.target` Triton chose there and whether the release's own `ptxas` accepted it.
 
 
-# %%
+# %% tags=["remove-input"]
 def versions(predicate) -> str:
     found = [r["version"] for r in releases if predicate(r)]
     return ", ".join(found) if found else "none"

@@ -46,7 +46,8 @@
 # one file each under `case_studies/specialization/`, identical below the
 # signature:
 
-# %%
+# %% tags=["remove-input"]
+import inspect
 import math
 import sys
 
@@ -99,6 +100,16 @@ display(
 display(HTML(declared.to_html()))
 
 # %% [markdown]
+# The softmax kernel, as the `vec-hint` policy declares it
+# (`case_studies/specialization/vec_hint.py`): a block plan, one row in registers,
+# on a persistent grid. The three `// VEC * VEC` lines are the hint; the other
+# policies drop them and change only the decorator and the signature.
+
+# %% tags=["remove-input"]
+kernel_source = inspect.getsource(modules["vec-hint"].softmax_kernel.fn)
+display(Markdown(f"```python\n{kernel_source}```"))
+
+# %% [markdown]
 # The table reads the declarations from the kernels themselves (`constexpr`,
 # `do_not_specialize`, or Triton's `default` specialisation); a float such as
 # `eps` is never specialised whatever it says.
@@ -109,7 +120,7 @@ display(HTML(declared.to_html()))
 # with the four policies (feature flags such as `HAS_WEIGHT` are not sizes and are
 # left out):
 
-# %%
+# %% tags=["remove-input"]
 SRC_KERNELS = {
     "softmax": ("src/kernel_portfolio/ops/softmax.py", src_softmax._fwd_block_kernel),
     "rms_norm": ("src/kernel_portfolio/ops/rms_norm.py", src_rms_norm._fwd_block_kernel),
@@ -149,7 +160,7 @@ display(Markdown("\n".join(lines)))
 # own argument binder), so the number of compiles each policy needs is known
 # before anything runs:
 
-# %%
+# %% tags=["remove-input"]
 scale = sweep.FULL
 stream = sweep.request_stream(
     scale.requests, 0, hiddens=scale.hiddens, seqs=scale.seqs, max_batch=scale.max_batch
@@ -188,7 +199,7 @@ assert all(predicted[k]["constexpr"] == len(shapes) for k in sweep.KERNELS)
 # result):
 
 
-# %%
+# %% tags=["remove-input"]
 def cases_of(kernel: str) -> dict[int, dict]:
     """The kernel-time cases of one kernel, by width."""
     return {c["shape"][1]: c for c in data["cases"] if c["op"] == kernel}
@@ -246,7 +257,7 @@ display(HTML(pd.DataFrame(rows).to_html(index=False, escape=False)))
 # %% [markdown]
 # The counts are exactly the prediction: `constexpr` and `vec-hint` load 16 bytes
 # at a time at every width, `runtime` never does. A memory-bound kernel that issues
-# eight times the load instructions need not be eight times slower (the memory
+# eight times the load instructions need not be slower in proportion (the memory
 # system, not the instruction issue, is the usual limit), but it needs more
 # registers to hold the addresses and the loaded values, and registers decide how
 # much of the row the SM can keep in flight.
@@ -353,7 +364,7 @@ display(
 # reference, the L2 overwritten before every call, CUDA events, the GPU warmed up
 # first, policies visited in a new random order on every visit.
 
-# %%
+# %% tags=["remove-input"]
 env = data["env"]
 display(
     Markdown(
@@ -366,7 +377,7 @@ display(
 # %% [markdown]
 # ## Compiles over the stream
 
-# %%
+# %% tags=["remove-input"]
 streams = {k: next(c for c in data["cases"] if c["op"] == f"{k}-stream") for k in sweep.KERNELS}
 fig = make_subplots(
     rows=1, cols=len(sweep.KERNELS), subplot_titles=[KERNEL_NAMES[k] for k in sweep.KERNELS]
@@ -428,7 +439,7 @@ charts.styled(fig, height=420)
 fig.update_layout(title="Compiles over the requests served", margin={"t": 90})
 display(charts.show(fig, "specialization-compiles"))
 
-# %%
+# %% tags=["remove-input"]
 # The text below relies on these.
 assert all(
     metric(c, p, "compiles") == metric(c, p, "predicted_compiles")
@@ -489,7 +500,7 @@ display(
 #
 # Medians with the 10th to 90th percentile of every sample:
 
-# %%
+# %% tags=["remove-input"]
 fig = make_subplots(
     rows=1, cols=len(sweep.KERNELS), subplot_titles=[KERNEL_NAMES[k] for k in sweep.KERNELS]
 )
@@ -521,7 +532,7 @@ fig.update_layout(barmode="group", title="Median kernel time (lower is better)",
 display(charts.show(fig, "specialization-time"))
 
 
-# %%
+# %% tags=["remove-input"]
 def faster(case: dict, impl: str, baseline: str) -> bool:
     """``impl`` was faster than ``baseline`` in at least nine visits out of ten.
 
@@ -543,7 +554,7 @@ medians = pd.DataFrame(
 display(Markdown("Median time per call:"))
 display(HTML(medians.to_html(index=False, escape=False)))
 
-# %%
+# %% tags=["remove-input"]
 # The text below relies on these; if a new run changes them, the build stops here.
 ALIGNED = [w for w in WIDTHS if w % 16 == 0]
 RAGGED = [w for w in WIDTHS if w % 16]
@@ -612,7 +623,7 @@ display(Markdown("\n\n".join(text)))
 # Registers per thread and the narrow (2-byte) global loads in each compiled
 # kernel, from the result:
 
-# %%
+# %% tags=["remove-input"]
 fig = make_subplots(
     rows=2,
     cols=len(sweep.KERNELS),
@@ -641,7 +652,7 @@ fig.update_yaxes(title_text="2-byte loads (PTX)", row=2, col=1)
 fig.update_layout(barmode="group", title="What the compiler made of each policy", margin={"t": 90})
 display(charts.show(fig, "specialization-compiled"))
 
-# %%
+# %% tags=["remove-input"]
 gaps = [
     (kernel, width)
     for kernel, cases in timed.items()
@@ -701,7 +712,7 @@ display(
 # saved any beyond the noise (no bar: it saved nothing there). The dashed line is
 # how often a shape recurred in the stream: requests over distinct shapes.
 
-# %%
+# %% tags=["remove-input"]
 per_compile_ms = {
     k: metric(c, "constexpr", "compile_ms") / metric(c, "constexpr", "compiles")
     for k, c in streams.items()
@@ -757,7 +768,7 @@ display(charts.show(fig, "specialization-payback"))
 # from the saved result each time this page is built.
 
 
-# %%
+# %% tags=["remove-input"]
 def dominates(kernel: str, better: str, worse: str) -> bool:
     """``better`` compiled no more, was never slower, and was better somewhere."""
     stream_case, cases = streams[kernel], timed[kernel].values()

@@ -23,7 +23,7 @@ CPU plumbing check (Triton interpreter, tiny grid; not a measurement)::
     TRITON_INTERPRET=1 python scripts/chunk_rules_sweep.py --run 1 --dry-run --out /tmp/chunk
 
 The grid: row counts from well below to well above the H200's 132 SMs, times
-row widths from 8192 to 2^20 columns, for softmax and RMSNorm, forward alone
+row widths from 8192 to 2^20 columns (odd ones among them), for softmax and RMSNorm, forward alone
 and forward plus backward (the backward kernels take the forward's plan), in
 float16. Each cell times every plan the kernels offer: ``block`` (the whole
 row in one program) where the row's power-of-two width is at most
@@ -58,10 +58,11 @@ from sweep_support import SUPPORT_SOURCES, Counts, Run, start_run
 SCRIPT = "scripts/chunk_rules_sweep.py"
 OPS = ("softmax", "rms_norm")
 MODES = ("fwd", "fwdbwd")
-#: Row counts: well below to well above the H200's 132 SMs.
-ROWS = (1, 4, 16, 66, 132, 264, 1024)
-#: Widths: from the widest block down in registers to 2^20; 32769 is one past a power of two.
-WIDTHS = (8192, 16384, 32769, 65536, 131072, 262144, 1 << 20)
+#: Row counts: well below to well above the H200's 132 SMs (1, 2 and 4: a decode step's few rows).
+ROWS = (1, 2, 4, 16, 66, 132, 264, 1024)
+#: Widths: from the widest block down in registers to 2^20; 32769 is one past a power
+#: of two, 50257 (GPT-2's vocabulary) an odd width whose rows the kernels peel.
+WIDTHS = (8192, 16384, 32769, 50257, 65536, 131072, 262144, 1 << 20)
 #: Widest power-of-two row a ``block`` plan may hold (64 KiB of float16 per program).
 BLOCK_MAX_COLS = 32768
 #: Largest tensor a cell may use (``rows * width * 2`` bytes).

@@ -1,27 +1,43 @@
 #!/usr/bin/env bash
-# The measurements of one session on a lent two-GPU H200 machine, in three calls of at
-# most 10 minutes each (the device tool's limit), in this order:
+# The measurements of one session on a lent one-GPU H200 machine, in calls of at most
+# 10 minutes each (the device tool's limit). Each phase is one call:
 #
-#   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh suite   # default suite ALONE on GPU 0 (~8 min)
-#   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh sweeps  # chunk rules on GPU 1; specialization,
-#                                                            # then the GPU tests, on GPU 0 (~9 min)
-#   KP_GIT_COMMIT=<sha> bash scripts/h200_session.sh checks  # memcheck, the host floor, then the
-#                                                            # two-GPU tests (~2 min)
+#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh checks  # GPU tests and
+#                                                 # memcheck side by side (~4 min)
+#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh gemm    # GEMM tuning sweep (~4 min)
+#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh chunks  # chunk-rules runs 1
+#                                                 # and 2 (~6 min; fit them on the CPU after)
+#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh suites  # the models suite,
+#                                                 # then the default suite (~8 min)
 #
-# The default suite runs alone: event-timed cases carry host work, and anything else on
-# the machine moves them. Each GPU's work is pinned to its half of the CPU cores. Results
-# go to $OUT/r/h200 and logs to $OUT/r/checks, tarred into $OUT/<phase>.tgz (the device
-# tool brings few files back). KP_GIT_COMMIT names the commit measured: the machine's copy
-# of the tree carries an older .git. Wheels in .whl/ (Liger-Kernel) install to /tmp/site.
+# Order: checks first (a wrong kernel makes every timing moot), then gemm and chunks,
+# whose results choose constants (ops/matmul.py, plan_rule.py: commit them), then suites
+# at the commit that holds those constants, then checks again at that commit.
+#
+# What it writes, under $OUT/r and tarred into $OUT/<phase>.tgz (the device tool brings few
+# files back):
+#   checks: checks/gpu-tests-<stamp>.log + .xml, checks/memcheck-<stamp>.log
+#                                                         -> results/h200/checks/
+#   gemm:   h200/gemm_tune.json + .log                    -> results/h200/
+#   chunks: h200/chunk_rules_run1.json, _run2 (+ .log)    -> results/h200/ (kp results --import)
+#   suites: h200/models.json, h200/default.json (+ .log)  -> results/h200/ (kp results --import)
+#
+# Timed phases run alone on the GPU: anything else on the machine moves their numbers.
+# KP_GIT_COMMIT names the full commit measured (every result records it): the machine's
+# copy of the tree carries an older .git. Wheels in .whl/ (Liger-Kernel) install to /tmp/site.
 set -u
-phase=${1:?usage: h200_session.sh suite|sweeps|checks}
-case $phase in suite | sweeps | checks) ;; *)
-    echo "unknown phase $phase (suite, sweeps or checks)" >&2
+phase=${1:?usage: h200_session.sh checks|gemm|chunks|suites}
+case $phase in checks | gemm | chunks | suites) ;; *)
+    echo "unknown phase $phase (checks, gemm, chunks or suites)" >&2
     exit 2
     ;;
 esac
 : "${OUT:?set OUT to the folder that comes back}"
 : "${KP_GIT_COMMIT:?set KP_GIT_COMMIT to the commit being measured}"
+if [[ ! $KP_GIT_COMMIT =~ ^[0-9a-f]{40}$ ]]; then
+    echo "KP_GIT_COMMIT must be the full 40-hex commit (git rev-parse HEAD), got $KP_GIT_COMMIT" >&2
+    exit 2
+fi
 export KP_GIT_DIRTY=${KP_GIT_DIRTY:-0} PYTHONUNBUFFERED=1
 T0=$(date +%s)
 R=$OUT/r
@@ -32,58 +48,52 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH=/tmp/site:$PWD/src
 stamp() { date -u +%Y%m%dT%H%MZ; }
-pin() { local cores=$1; shift; if command -v taskset >/dev/null; then taskset -c "$cores" "$@"; else "$@"; fi; }
 say() { echo "[$phase $(($(date +%s) - T0)) s] $*" | tee -a "$R/session.txt"; }
-gpu_tests() {  # $1: seconds
-    pin 0-15 timeout -s INT -k 5 "$1" python3 -m pytest -q -rf -p no:cacheprovider --timeout=60 -n 8 \
-        --junitxml="$R/checks/gpu-tests-$(stamp).xml" tests/test_gpu_rows.py tests/test_gpu_rms_norm.py \
-        tests/test_gpu_add_matmul.py tests/test_gpu_bench_smoke.py tests/test_routes.py \
-        >"$R/checks/gpu-tests-$(stamp).log" 2>&1
-}
+left() { echo $((${1:-570} - ($(date +%s) - T0))); }  # seconds left of the call
 
 nvidia-smi -L >>"$R/session.txt"
 say "commit $KP_GIT_COMMIT"
 case $phase in
-suite)
-    CUDA_VISIBLE_DEVICES=0 pin 0-15 timeout 560 python3 -m kernel_portfolio bench --suite default \
-        --out "$R/h200" >"$R/bench.out" 2>&1
-    say "default suite: exit $?"
-    tail -n 5 "$R/bench.out"
-    ;;
-sweeps)
-    (
-        export CUDA_VISIBLE_DEVICES=1 OMP_NUM_THREADS=8
-        pin 16-31 timeout 280 python3 scripts/chunk_rules_sweep.py --run 1 --warm-jobs 14 \
-            --budget-s 190 --out "$R/h200" &&
-            pin 16-31 timeout 220 python3 scripts/chunk_rules_sweep.py --run 2 --budget-s 140 \
-                --out "$R/h200" &&
-            python3 scripts/chunk_rules_fit.py --out "$R/h200"
-        echo "chunk rules: exit $?"
-    ) >"$R/chunk.out" 2>&1 &
-    CUDA_VISIBLE_DEVICES=0 pin 0-15 timeout 240 python3 scripts/specialization_sweep.py \
-        --out "$R/h200" >"$R/spec.out" 2>&1
-    say "specialization sweep: exit $?"
-    left=$((570 - ($(date +%s) - T0)))
-    CUDA_VISIBLE_DEVICES=0 gpu_tests "$left"
+checks)
+    # Both check results, not speed: they may share the GPU. The outer limit sends SIGINT,
+    # which pytest takes as KeyboardInterrupt: it still writes the -rf summary and the XML.
+    s=$(stamp)
+    timeout -k 5 200 compute-sanitizer --tool memcheck --error-exitcode 1 \
+        python3 scripts/sanitize_paths.py >"$R/checks/memcheck-$s.log" 2>&1 &
+    timeout -s INT -k 5 "${KP_GPU_TEST_LIMIT_S:-220}" python3 -m pytest -q -rf -p no:cacheprovider \
+        --timeout=90 -n 12 --junitxml="$R/checks/gpu-tests-$s.xml" tests/test_gpu_rows.py \
+        tests/test_gpu_rms_norm.py tests/test_gpu_add_matmul.py tests/test_gpu_bench_smoke.py \
+        tests/test_routes.py >"$R/checks/gpu-tests-$s.log" 2>&1
     say "GPU tests: exit $?"
     wait
-    say "$(tail -n 1 "$R/chunk.out")"
-    grep -hE "^[0-9]+ (passed|failed)|passed|failed" "$R"/checks/gpu-tests-*.log | tail -n 3
+    say "memcheck: exit $? ($(grep -hE 'paths, [0-9]+ failed|ERROR SUMMARY' "$R/checks/memcheck-$s.log" | tr '\n' ' '))"
+    grep -hE "^(FAILED|ERROR) |[0-9]+ (passed|failed)" "$R/checks/gpu-tests-$s.log" | tail -n 25
     ;;
-checks)
-    (
-        export CUDA_VISIBLE_DEVICES=1
-        pin 16-31 timeout -k 5 120 compute-sanitizer --tool memcheck --error-exitcode 1 \
-            python3 scripts/sanitize_paths.py >"$R/checks/memcheck-$(stamp).log" 2>&1
-        say "memcheck: exit $?"
-        pin 16-31 timeout 150 python3 scripts/host_floor.py >"$R/checks/host-floor-$(stamp).log" 2>&1
-        say "host floor: exit $?"
-    ) &
-    wait
-    timeout 120 python3 -m pytest -q -rf -p no:cacheprovider -k second tests/test_gpu_rows.py \
-        tests/test_gpu_rms_norm.py tests/test_gpu_add_matmul.py \
-        >"$R/checks/two-gpu-tests-$(stamp).log" 2>&1
-    say "two-GPU tests: exit $?"
+gemm)
+    timeout -s INT -k 5 "$(left 560)" python3 scripts/gemm_tune.py --out "$R/h200" --warm-jobs 14 \
+        >"$R/gemm.out" 2>&1
+    say "GEMM sweep: exit $?"
+    tail -n 40 "$R/gemm.out"
+    ;;
+chunks)
+    # Run 1: the warm pass (every kernel variant compiled in 14 processes, about a minute,
+    # outside the budget), then 150 s of cells; run 2 takes what is left, less a margin for
+    # the cell that starts last and for writing the result.
+    timeout 300 python3 scripts/chunk_rules_sweep.py --run 1 --warm-jobs 14 --budget-s 150 \
+        --out "$R/h200" >"$R/chunk1.out" 2>&1
+    say "chunk rules run 1: exit $?"
+    timeout "$(left 575)" python3 scripts/chunk_rules_sweep.py --run 2 \
+        --budget-s "$(($(left 575) - 40))" --out "$R/h200" >"$R/chunk2.out" 2>&1
+    say "chunk rules run 2: exit $?"
+    grep -h "cells" "$R"/chunk*.out | tail -n 4
+    ;;
+suites)
+    for suite in models default; do
+        timeout "$(left 575)" python3 -m kernel_portfolio bench --suite "$suite" --out "$R/h200" \
+            >"$R/bench-$suite.out" 2>&1
+        say "$suite suite: exit $?"
+        tail -n 3 "$R/bench-$suite.out"
+    done
     ;;
 esac
 tar czf "$OUT/$phase.tgz" -C "$R" .

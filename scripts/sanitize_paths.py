@@ -1,32 +1,38 @@
 """Run every kernel path once at small shapes, checked against the float64 references.
 
-Meant to run under ``compute-sanitizer --tool memcheck`` (``scripts/gpu_final.sh``):
-each path runs once, on ragged shapes (rows not a multiple of any block,
-matrices not a multiple of any tile), so an out-of-bounds load or store shows
-as a memcheck error. ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` is set before torch
-is imported, so every tensor is its own ``cudaMalloc`` and memcheck sees the
-exact bounds of each allocation (with the caching allocator an overrun can land
-inside a larger cached block and go unseen).
+Writes the memcheck log ``results/h200/checks/memcheck-<UTC stamp>.log`` (its
+console output under the sanitizer; ``scripts/h200_session.sh checks`` runs it
+so). Re-run on the GPU machine (about a minute)::
+
+    compute-sanitizer --tool memcheck --error-exitcode 1 python3 scripts/sanitize_paths.py \
+        > results/h200/checks/memcheck-$(date -u +%Y%m%dT%H%MZ).log 2>&1
+
+Under ``compute-sanitizer --tool memcheck`` each path runs once, on ragged
+shapes (rows not a multiple of any block, matrices not a multiple of any
+tile), so an out-of-bounds load or store shows as a memcheck error.
+``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` is set before torch is imported, so every
+tensor is its own ``cudaMalloc`` and memcheck sees the exact bounds of each
+allocation (with the caching allocator an overrun can land inside a larger
+cached block and go unseen).
 
 Paths: ``add`` (dense and strided kernels) in each dtype; ``row_sum``,
 ``softmax``, ``rms_norm`` and ``residual_rms_norm`` with each row plan forced
 (block; looped and split with several chunks), forward and backward, one dtype
-per plan so each dtype runs once per operator, and the row sum's block plan
-on rows narrow enough that a program sums several; ``rms_norm`` and
-``residual_rms_norm`` again on rows that are not 16-byte aligned, which the
-kernels peel into a head, a 16-byte body and a tail (an odd width on each
-plan, the dtypes rotated, and a width of 4 mod 8 on the block plan); GEMM forward with every
-autotuning config of the TMA and the pointer path (operands row-major), and
-with the first config of each path on the backward's operand layouts (A or B
-column-major). The GEMM paths use fixed configs: autotuning under memcheck would
-time every config many times over.
+per plan so each dtype runs once per operator, at an aligned and a peeled
+(odd) width; the softmax's cooperative split on few wide rows; and the row sum's block plan
+on rows narrow enough that a program sums several; GEMM forward with every
+tile of the Hopper path and every autotuning config of the pointer path
+(operands row-major), with the first of each path on the backward's operand
+layouts (A or B column-major), and split-K on the Hopper path. The GEMM
+paths use fixed settings: autotuning under memcheck would time every config
+many times over.
 
 Each path prints one line; the exit status is 1 if any output or gradient is
 missing, non-finite or off the float64 reference by more than the dtype's
 bound (:func:`kernel_portfolio.bench.runner.tolerance`), or if a path raises.
 
 Usage:
-    python3 scripts/sanitize_paths.py            # on a GPU
+    python3 scripts/sanitize_paths.py            # on a GPU, without the sanitizer
     TRITON_INTERPRET=1 python3 scripts/sanitize_paths.py --small   # on a CPU
 """
 
@@ -54,15 +60,27 @@ from kernel_portfolio.ops import matmul as mm  # noqa: E402
 ROW_OPS = ("row_sum", "softmax", "rms_norm", "residual_rms_norm")
 DTYPES = ("float16", "bfloat16", "float32")
 #: Shapes on a GPU and, with ``--small``, under the interpreter: rows wider than
-#: the looped/split chunk and not a multiple of it; GEMM sizes off every tile.
+#: the looped/split chunk and not a multiple of it, at a width whose rows are
+#: 16-byte aligned and at one whose rows are peeled (odd); GEMM sizes off every tile.
 SHAPES = {
-    False: {"rows": (37, 3000), "chunk": 512, "splits": 3, "add": 70001, "gemm": (200, 136, 72)},
-    True: {"rows": (5, 300), "chunk": 64, "splits": 2, "add": 1001, "gemm": (40, 48, 32)},
+    False: {
+        "rows": ((37, 3000), (37, 3001)),
+        "chunk": 512,
+        "splits": 3,
+        "add": 70001,
+        "gemm": (200, 136, 72),
+    },
+    True: {
+        "rows": ((5, 300), (5, 301)),
+        "chunk": 64,
+        "splits": 2,
+        "add": 1001,
+        "gemm": (40, 48, 32),
+    },
 }
-#: Row operators whose kernels peel rows that are not 16-byte aligned
-#: (``kernel_portfolio.ops.peel``), and their widths: odd, and 4 mod 8.
-PEELED_OPS = ("rms_norm", "residual_rms_norm")
-PEELED_WIDTHS = {False: (3001, 3004), True: (301, 300)}
+#: Few wide rows whose auto plan is the cooperative split forward (one launch,
+#: programs waiting on each other: never under the interpreter), aligned and peeled.
+COOPERATIVE_ROWS = ((4, 32768), (3, 50257))
 
 
 def _row_plan(kind: str, shape: tuple[int, int], chunk: int, splits: int, dtype: str):
@@ -95,31 +113,36 @@ def _layout(t: torch.Tensor, col_major: bool) -> torch.Tensor:
     return t.t().contiguous().t() if col_major else t
 
 
-def _gemm_fn(path: str, config, a_col: bool, b_col: bool, split_k: int | None = None) -> Callable:
+def _gemm_fn(path: str, setting, a_col: bool, b_col: bool, split_k: int = 1) -> Callable:
+    """A product on ``path`` with ``setting`` fixed: a pointer config, or a Hopper tile.
+
+    ``setting=None`` leaves the choice to the launcher (the interpreter's small
+    config or tile); ``split_k`` splits ``K`` on the Hopper path.
+    """
+    if path == "tma":
+        tile = mm.INTERPRETER_TILE if setting is None else setting
+        fixed = {"plan": mm.TmaPlan(tile, split_k)}
+    else:
+        fixed = {"config": setting}
+
     def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype, device=a.device)
         mm._launch_matmul(
-            _layout(a, a_col),
-            _layout(b, b_col),
-            out,
-            allow_tf32=False,
-            path=path,
-            config=config,
-            split_k=split_k,
+            _layout(a, a_col), _layout(b, b_col), out, allow_tf32=False, path=path, **fixed
         )
         return out
 
     return fn
 
 
-def _config_text(config) -> str:
-    if config is None:
-        return "interpreter config"
-    kw = config.kwargs
-    tile = "x".join(str(kw[k]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K") if k in kw)
-    extra = " ws" if kw.get("WARP_SPECIALIZE") else ""
-    extra += f" split{kw['EPILOGUE_SPLIT']}" if kw.get("EPILOGUE_SPLIT", 1) > 1 else ""
-    return f"{tile} w{config.num_warps} s{config.num_stages}{extra}"
+def _setting_text(setting) -> str:
+    if setting is None:
+        return "interpreter setting"
+    if isinstance(setting, mm.TmaTile):
+        return setting.name
+    kw = setting.kwargs
+    tile = "x".join(str(kw[k]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+    return f"{tile} w{setting.num_warps} s{setting.num_stages}"
 
 
 def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
@@ -130,47 +153,43 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
         yield f"add dense {dtype} fwd+bwd", case, lambda x, y: kp.add(x, y)
     case = Case("add", "fwdbwd", (s["add"],), "float16", "events", ("ours", "torch"))
     yield "add strided float16 fwd+bwd", case, lambda x, y: kp.add(_strided(x), y)
-    for op in ROW_OPS:
+    for op, rows in itertools.product(ROW_OPS, s["rows"]):
         for kind, dtype in zip(("block", "looped", "split"), DTYPES, strict=True):
-            plan = _row_plan(kind, s["rows"], s["chunk"], s["splits"], dtype)
-            case = Case(op, "fwdbwd", s["rows"], dtype, "events", ("ours", "torch"))
-            label = f"{op} {kind} (block {plan.block}, splits {plan.splits}) {dtype} fwd+bwd"
-            yield label, case, _row_fn(op, plan)
-    odd, four = ((s["rows"][0], n) for n in PEELED_WIDTHS[small])
-    peeled = [  # each plan in another dtype than above
-        ("block", "bfloat16", odd),
-        ("looped", "float32", odd),
-        ("split", "float16", odd),
-        ("block", "float16", four),
-    ]
-    for op in PEELED_OPS:
-        for kind, dtype, shape in peeled:
-            plan = _row_plan(kind, shape, s["chunk"], s["splits"], dtype)
-            case = Case(op, "fwdbwd", shape, dtype, "events", ("ours", "torch"))
-            label = f"{op} {kind} peeled {shape[1]} columns (block {plan.block}) {dtype} fwd+bwd"
-            yield label, case, _row_fn(op, plan)
-    narrow = (s["rows"][0], s["rows"][1] // 10)  # several rows a row-sum block-plan program
+            plan = _row_plan(kind, rows, s["chunk"], s["splits"], dtype)
+            case = Case(op, "fwdbwd", rows, dtype, "events", ("ours", "torch"))
+            label = f"{op} {kind} (block {plan.block}, splits {plan.splits}) {dtype} "
+            yield label + f"{rows[1]} columns fwd+bwd", case, _row_fn(op, plan)
+    for rows in () if small else COOPERATIVE_ROWS:
+        case = Case("softmax", "fwdbwd", rows, "float16", "events", ("ours", "torch"))
+        yield (
+            f"softmax cooperative {rows[0]}x{rows[1]} float16 fwd+bwd",
+            case,
+            _row_fn("softmax", "auto"),
+        )
+    narrow = (s["rows"][0][0], s["rows"][0][1] // 10)  # several rows a row-sum block program
     plan = _row_plan("block", narrow, s["chunk"], s["splits"], "float16")
     case = Case("row_sum", "fwdbwd", narrow, "float16", "events", ("ours", "torch"))
     yield f"row_sum block {narrow[1]} columns, float16 fwd+bwd", case, _row_fn("row_sum", plan)
     m, n, k = s["gemm"]
-    gpu_configs = {
-        "tma": list(zip(mm.TMA_CONFIGS, itertools.cycle(("float16", "bfloat16")))),
+    gpu_settings = {
+        "tma": list(zip(mm.TMA_TILES, itertools.cycle(("float16", "bfloat16")))),
         "pointer": list(zip(mm.POINTER_CONFIGS, itertools.cycle(("float32", "bfloat16")))),
     }
-    for path, configs in gpu_configs.items():
+    for path, settings in gpu_settings.items():
         if small:
-            configs = [(None, "float16" if path == "tma" else "float32")]
-        for i, (config, dtype) in enumerate(configs):
+            settings = [(None, "float16" if path == "tma" else "float32")]
+        for i, (setting, dtype) in enumerate(settings):
             layouts = [(False, False)] + ([(True, False), (False, True)] if i == 0 else [])
             for a_col, b_col in layouts:
                 case = Case("matmul", "fwd", (m, n, k), dtype, "events", ("ours", "cublas"))
                 order = f"{'t' if a_col else 'n'}{'t' if b_col else 'n'}"
-                label = f"matmul {path} {_config_text(config)} {order} {dtype} fwd"
-                yield label, case, _gemm_fn(path, config, a_col, b_col)
-    # Split-K (the dB layout: A transposed): float32 partial tiles, then their sum.
+                label = f"matmul {path} {_setting_text(setting)} {order} {dtype} fwd"
+                yield label, case, _gemm_fn(path, setting, a_col, b_col)
+    # Split-K (the dB layout: A transposed) with the first row's tile of the
+    # plan table: float32 partial tiles, then the last run's sum of them.
+    tile = None if small else mm._TILES_BY_NAME[mm.TMA_RULES[0].tiles[0]]
     case = Case("matmul", "fwd", (m, n, k), "bfloat16", "events", ("ours", "cublas"))
-    yield "matmul tma split-k 2 tn bfloat16 fwd", case, _gemm_fn("tma", None, True, False, 2)
+    yield "matmul tma split-k 2 tn bfloat16 fwd", case, _gemm_fn("tma", tile, True, False, 2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -209,8 +209,8 @@ def specialized(fn, values):
     return signature, consts, aligned
 
 
-sys.path.insert(0, sys.argv[2])  # the tests folder: test modules may hold kernels too
-for spec in json.loads(sys.argv[1]):
+sys.path.insert(0, sys.argv[1])  # the tests folder: test modules may hold kernels too
+for spec in json.load(sys.stdin):
     fn = getattr(importlib.import_module(spec["module"]), spec["kernel"])
     if "values" in spec:
         spec["signature"], spec["constexprs"], spec["aligned"] = specialized(fn, spec["values"])
@@ -276,7 +276,8 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     """
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
-        [sys.executable, "-c", _COMPILE_FOR_SM90, json.dumps(specs), os.path.dirname(__file__)],
+        [sys.executable, "-c", _COMPILE_FOR_SM90, os.path.dirname(__file__)],
+        input=json.dumps(specs),
         capture_output=True,
         text=True,
         env=env,

@@ -1,10 +1,13 @@
 """Copies of the working tree to build the site in, for the site, gate and browser tests.
 
 The real ``results/`` may hold no benchmark result yet, so the fixture
-workspace adds a synthetic one (``kernel_portfolio.bench.records.fixture_result``,
-labelled as not a measurement) and two pages that quote it: a Markdown page
-with ``{{ claim }}`` and a notebook with ``quote()`` and ``charts.show()``.
-Nothing here touches the working tree itself.
+workspace adds a synthetic one (:func:`fixture_result`, labelled as not a
+measurement) and two pages that quote it: a Markdown page with ``{{ claim }}``
+and a notebook with ``quote()`` and ``charts.show()``, both with claims in
+places no link can go (attributes, a chart's title) too. A copy is a git
+repository that reads this checkout's history (:func:`link_history`), where
+archived results are checked against the sources at their commit. Nothing
+here touches the working tree itself.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ FIXTURE_ID = "fixture/smoke"
 SOFTMAX = "softmax/fwd/1024x4096/float16"
 MATMUL = "matmul/fwd/512x512x512/float16"
 
+_GBPS = f"{{{{ claim {FIXTURE_ID} {SOFTMAX} ours gbps }}}}"
 FIXTURE_PAGE = f"""# Fixture claims
 
 Softmax reaches {{{{ claim {FIXTURE_ID} {SOFTMAX} ours gbps }}}}
@@ -34,7 +38,10 @@ The GEMM reaches {{{{ claim {FIXTURE_ID} {MATMUL} ours tflops }}}},
 
 The syntax, shown literally: `{{{{ claim {FIXTURE_ID} {SOFTMAX} ours gbps }}}}`.
 
-[Back to the fixture notebook](fixture-notebook.py)
+Claims where no link can go: a link's title and a raw HTML attribute show their text,
+<abbr title="{{{{ claim {FIXTURE_ID} {SOFTMAX} ours median_us }}}} a call">the median</abbr>.
+
+[Back to the fixture notebook](fixture-notebook.py "softmax at {_GBPS}")
 """
 
 FIXTURE_NOTEBOOK = f"""# %% [markdown]
@@ -43,23 +50,24 @@ FIXTURE_NOTEBOOK = f"""# %% [markdown]
 # Quotes and a chart, the way case studies make them.
 
 # %%
-from IPython.display import Markdown, display
+import html
+
+from IPython.display import HTML, Markdown, display
 
 from kernel_portfolio import charts
 from kernel_portfolio.evidence import quote
 from kernel_portfolio.results import load, repo_root
 
 case = "{SOFTMAX}"
-display(
-    Markdown(
-        f"Ours: {{quote('{FIXTURE_ID}', case, 'gbps')}}, "
-        f"{{quote('{FIXTURE_ID}', case, 'speedup', baseline='torch')}} torch."
-    )
-)
+ratio = quote('{FIXTURE_ID}', case, 'speedup', baseline='torch')
+display(Markdown(f"Ours: {{quote('{FIXTURE_ID}', case, 'gbps')}}, {{ratio}} torch."))
+display(HTML(f'<abbr title="{{html.escape(str(ratio))}} torch">the ratio</abbr>'))
 
 # %%
 result = load(repo_root() / "results/{FIXTURE_ID}.json")
-charts.show(charts.summary_figure(result.frame(), "softmax"), "fixture-softmax")
+fig = charts.summary_figure(result.frame(), "softmax")
+fig.update_layout(title=f"softmax: ours at {{ratio}} torch")
+charts.show(fig, "fixture-softmax")
 
 # %% [markdown]
 # [Back to the fixture claims](fixture-claims.md)
@@ -87,8 +95,43 @@ def _tree_files() -> list[str]:
         ]
 
 
+def git_out(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS``: its stripped stdout, or ``None`` when git fails."""
+    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def link_history(dest: Path) -> Path:
+    """Make ``dest`` a git repository that reads this checkout's commits (no copy of them).
+
+    ``git init`` and an alternate object store: ``git cat-file`` in ``dest``
+    finds every object of this checkout, as an archived result's check needs.
+    Nothing is done where this checkout is not a git repository.
+    """
+    objects = git_out(ROOT, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+    if objects is not None:
+        subprocess.run(["git", "init", "-q", str(dest)], check=True, capture_output=True)
+        (dest / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+    return dest
+
+
+def fixture_result(root: Path, **kwargs) -> dict:
+    """:func:`kernel_portfolio.bench.records.fixture_result` with a full commit, as a run records.
+
+    The commit is the one checked out at ``root`` when it has one, else this
+    checkout's: a synthetic result has none of its own, and the schema
+    requires one.
+    """
+    from kernel_portfolio.bench import records
+
+    data = records.fixture_result(root, **kwargs)
+    commit = git_out(Path(root), "rev-parse", "--verify", "-q", "HEAD^{commit}")
+    data["git"] = {"commit": commit or git_out(ROOT, "rev-parse", "HEAD"), "dirty": False}
+    return data
+
+
 def copy_tree(dest: Path, *, light: bool = False) -> Path:
-    """Copy the working tree to ``dest``.
+    """Copy the working tree to ``dest`` (a git repository reading this one's history).
 
     Args:
         dest: An empty or missing folder.
@@ -106,7 +149,7 @@ def copy_tree(dest: Path, *, light: bool = False) -> Path:
             )
             continue
         shutil.copy2(ROOT / rel, target)
-    return dest
+    return link_history(dest)
 
 
 def _is_notebook(rel: str) -> bool:
@@ -116,7 +159,6 @@ def _is_notebook(rel: str) -> bool:
 
 def add_fixture(ws: Path) -> None:
     """Add the synthetic result (with a log) and the two pages that quote it."""
-    from kernel_portfolio.bench.records import fixture_result
     from kernel_portfolio.results import save
 
     data = fixture_result(ws)

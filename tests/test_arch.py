@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernel_portfolio import arch
-from kernel_portfolio.cli import UserError
+from kernel_portfolio.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 MATRIX = REPO / "results" / "triton-releases" / "matrix.json"
@@ -262,6 +262,7 @@ def _mutations():
         "sha256": lambda d: release(d)["wheel"].update(sha256="not-a-hash"),
         "status": lambda d: release(d)["ptxas_checks"][0].update(status="maybe"),
         "sources": lambda d: d["sources"].update({"x.py": "abc"}),
+        "commit": lambda d: d["git"].update(commit=d["git"]["commit"][:7]),
     }
 
 

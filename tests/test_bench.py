@@ -9,11 +9,12 @@ import sys
 
 import pytest
 import torch
+from site_workspace import fixture_result
 
 from kernel_portfolio import plans
 from kernel_portfolio.bench import plan, records, runner, suites
 from kernel_portfolio.bench.env import gpu_slug
-from kernel_portfolio.bench.records import ImplOutcome, build_case_record, fixture_result
+from kernel_portfolio.bench.records import ImplOutcome, build_case_record
 from kernel_portfolio.bench.suites import OPS, SUITES, Case, Suite, eval_formula
 from kernel_portfolio.cli import main
 from kernel_portfolio.ops import row_sum
@@ -493,6 +494,19 @@ def test_cli_output_into_a_reader_that_stopped():
     assert kp.returncode == 0 and b"Traceback" not in kp.stderr, kp.stderr.decode()
 
 
+def test_subcommand_modules_do_not_import_the_cli():
+    """The ``kp`` parser imports each subcommand's module; none of them imports it back."""
+    code = (
+        "import sys; import kernel_portfolio.bench.cli, kernel_portfolio.bench.env, "
+        "kernel_portfolio.evidence.cli, kernel_portfolio.course.cli; "
+        "print('kernel_portfolio.cli' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "False", out.stderr
+
+
 def test_cli_results_lists_current_and_stale(tmp_path, monkeypatch, capsys):
     (tmp_path / "pyproject.toml").write_text("")
     data = fixture_result(runner.repo_root())
@@ -562,7 +576,7 @@ def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
         for kind, dtype in zip(("block", "looped", "split"), sanitize_paths.DTYPES, strict=True):
             assert any(lab.startswith(f"{op} {kind} ") and dtype in lab for lab in labels)
     assert sum(lab.startswith("matmul tma ") and " nn " in lab for lab in labels) == len(
-        sanitize_paths.mm.TMA_CONFIGS
+        sanitize_paths.mm.TMA_TILES
     )
     assert sum(lab.startswith("matmul pointer ") and " nn " in lab for lab in labels) == len(
         sanitize_paths.mm.POINTER_CONFIGS
@@ -588,25 +602,3 @@ def test_sanitize_paths_pass_and_reject_a_broken_kernel(sanitize_paths, monkeypa
     out = capsys.readouterr().out
     assert "FAIL  CheckFailed: output 0: relative error" in out and "1 paths, 1 failed" in out
     assert sanitize_paths.main(["--small", "--only", "no such path"]) == 2
-
-
-# ------------------------------------------------- scripts/host_profile.py
-@pytest.mark.skipif(
-    torch.cuda.is_available(), reason="times the Python host path under the interpreter"
-)
-def test_host_profile_times_and_profiles_with_launches_stubbed(monkeypatch, capsys):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")  # the script sets it; restored afterwards
-    path = runner.repo_root() / "scripts" / "host_profile.py"
-    spec = importlib.util.spec_from_file_location("host_profile", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    run = module.InterpretedFunction.run
-    argv = ["--ops", "rms_norm", "--calls", "3", "--repeats", "1", "--profile", "rms_norm/fwdbwd"]
-    assert module.main([*argv, "--top", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "rms_norm/fwd/32x127" in out and "rms_norm/fwdbwd/32x127" in out
-    assert "function calls" in out  # the profile
-    assert module.InterpretedFunction.run is run  # the launches work again
-    with pytest.raises(SystemExit) as exc:
-        module.main(["--profile", "rms_norm"])
-    assert exc.value.code == 2

@@ -6,9 +6,9 @@ import json
 
 import pandas as pd
 import pytest
+from site_workspace import fixture_result
 
 from kernel_portfolio import charts
-from kernel_portfolio.bench.records import fixture_result
 from kernel_portfolio.results import Result
 
 
@@ -49,16 +49,72 @@ def test_summary_figure_refuses_bad_input(result):
         charts.summary_figure(pd.DataFrame(columns=result.frame().columns), "softmax")
 
 
-def test_samples_figure_draws_every_sample(result):
-    fig = charts.samples_figure(result.data, "softmax")
+def test_samples_figure_boxes_each_record_from_its_samples(result):
+    fig = charts.samples_figure(result.data)
+    drawn = {t.name: t for t in fig.data}
+    assert set(drawn) == {"ours", "torch", "compile", "cublas"}  # liger was skipped: not drawn
     case = result.case("softmax/fwd/1024x4096/float16")
-    drawn = {t.name: list(t.y) for t in fig.data}
-    assert set(drawn) == {"ours", "torch", "compile"}
-    assert drawn["ours"] == pytest.approx([s * 1000 for s in case["impls"]["ours"]["samples_ms"]])
+    ours, record = drawn["ours"], case["impls"]["ours"]
+    i = list(ours.x).index("softmax 1024x4096 float16 fwd")
+    assert ours.median[i] == pytest.approx(record["median_ms"] * 1000)
+    assert (ours.q1[i], ours.q3[i]) == pytest.approx((record["q10_ms"] * 1000,
+                                                       record["q90_ms"] * 1000))  # fmt: skip
+    samples = [s * 1000 for s in record["samples_ms"]]
+    assert (ours.lowerfence[i], ours.upperfence[i]) == pytest.approx((min(samples), max(samples)))
+    assert "samples_ms" not in charts.figure_json(fig)  # the samples stay in the raw JSON
     with pytest.raises(ValueError, match="no samples"):
-        charts.samples_figure(result.data, "add")
+        charts.samples_figure({"cases": []})
     with pytest.raises(TypeError, match="data must be"):
-        charts.samples_figure(result.frame(), "softmax")
+        charts.samples_figure(result.frame())
+
+
+def test_cliff_points_hold_ours_over_the_best_baseline_to_the_targets_bars(result):
+    from kernel_portfolio.bench import targets
+
+    points = {p["case"]: p for p in charts.cliff_points("fixture/smoke", result.data)}
+    every = {r["case"]: r for r in targets.evaluate(result.data)
+             if r["target"] == targets.EVERY_SHAPE}  # fmt: skip
+    assert set(every) <= set(points)
+    for case, row in every.items():
+        point = points[case]
+        assert (point["value"], point["baseline"], point["threshold"], point["met"]) == (
+            row["value"],
+            row["baseline"],
+            row["threshold"],
+            row["met"],
+        )
+    softmax = points["softmax/fwd/1024x4096/float16"]
+    assert (softmax["x"], softmax["line"]) == (4096, "1024 rows")
+    gemm = points["matmul/fwd/512x512x512/float16"]  # held to cuBLAS, with the bar for its M
+    assert (gemm["x"], gemm["line"], gemm["baseline"]) == (512, "N 512, K 512", "cublas")
+    assert gemm["value"] == targets.target_value(result.data, gemm["case"], "speedup", "cublas")
+    assert all(p["floor"] == targets.FLOOR_BAR for p in points.values())
+
+
+def test_cliff_figure_draws_a_panel_per_operator_and_mode_with_the_bars(result):
+    from kernel_portfolio.bench import targets
+
+    fig = charts.cliff_figure([("fixture/smoke", result.data)])
+    titles = [a.text for a in fig.layout.annotations]
+    assert {"softmax, forward", "rms_norm, forward + backward", "matmul, forward"} <= set(titles)
+    drawn = sorted(y for t in fig.data for y in t.y)
+    points = charts.cliff_points("fixture/smoke", result.data)
+    assert drawn == sorted(p["value"] for p in points)
+    bars = {shape.y0 for shape in fig.layout.shapes if shape.line.dash == "dot"}
+    assert bars == {p[key] for p in points for key in ("threshold", "floor")}
+    assert targets.FLOOR_BAR in bars
+    missed = [s for t in fig.data for s in t.marker.symbol if s.endswith("-open")]
+    assert len(missed) == sum(not p["met"] for p in points)
+    with pytest.raises(ValueError, match="no case"):
+        charts.cliff_figure([("fixture/smoke", {"cases": []})])
+
+
+def test_served_plotly_js_is_the_version_plotly_writes_figures_for():
+    import plotly.offline
+    from site_workspace import ROOT
+
+    head = (ROOT / "docs/assets/kp/plotly-cartesian.min.js").read_text(encoding="utf-8")[:200]
+    assert f" v{plotly.offline.get_plotlyjs_version()}\n" in head, "run `make plotly-js`"
 
 
 def test_inline_chart_embeds_figure_json_safely(result):
@@ -100,3 +156,22 @@ def test_show_displays_the_inline_chart(result):
     fig = charts.summary_figure(result.frame(), "matmul")
     shown = charts.show(fig, "gemm")
     assert shown._repr_html_() == charts.chart_div(fig, "gemm")
+
+
+def test_a_claim_in_a_chart_shows_its_text_and_is_listed(result):
+    from kernel_portfolio.evidence.quote import Claim, make_claim
+
+    claim = make_claim("fixture/smoke", result.data, "softmax/fwd/1024x4096/float16", "gbps")
+    fig = charts.summary_figure(result.frame(), "softmax")
+    fig.update_layout(title=f"softmax reaches {claim}", meta={"note": "kept"})
+    fig.add_annotation(text=f"<b>{claim}</b>", x=0, y=0)
+    figure = json.loads(charts.figure_json(fig))
+    assert figure["layout"]["title"]["text"] == f"softmax reaches {claim.text}"
+    assert figure["layout"]["annotations"][0]["text"] == f"<b>{claim.text}</b>"
+    assert figure["layout"]["meta"]["note"] == "kept"
+    (record,) = figure["layout"]["meta"]["kp-claims"]  # listed once, shown twice
+    assert Claim.from_record(record) == claim
+    assert "kp-claim" not in charts.figure_json(charts.summary_figure(result.frame(), "softmax"))
+    fig.update_layout(meta=["a template's value"])
+    with pytest.raises(ValueError, match="meta must be a dict"):
+        charts.figure_json(fig)

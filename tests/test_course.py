@@ -15,7 +15,6 @@ import re
 import pytest
 import torch
 
-from kernel_portfolio.cli import UserError
 from kernel_portfolio.course import EXERCISES, cli, exercise, packaged_file
 from kernel_portfolio.course.checkers import (
     FAIL,
@@ -26,6 +25,7 @@ from kernel_portfolio.course.checkers import (
     run,
     todo_lines,
 )
+from kernel_portfolio.errors import UserError
 
 pytestmark = pytest.mark.interpreter
 

@@ -1,9 +1,11 @@
 """kp.add and kp.matmul on a real GPU: real sizes, torch.library checks, torch.compile.
 
 Runs on the lent H200 (skipped without CUDA); the Hopper-only tests skip on
-other GPUs. Covers what the interpreter cannot: the autotuned kernels, the
-TMA path on the copy engine itself, ``opcheck``'s fake-tensor and compile
-checks, ``torch.compile(fullgraph=True)`` forward and backward, recompilation
+other GPUs. Covers what the interpreter cannot: the autotuned pointer
+kernel, the TMA path on the copy engine itself (every tile, split and
+unsplit; the plan table at the models layer shapes; split-K's sum the same
+bits whichever run of a tile finishes last), ``opcheck``'s fake-tensor and
+compile checks, ``torch.compile(fullgraph=True)`` forward and backward, recompilation
 across batch sizes, and an addition past 2^31 elements.
 """
 
@@ -19,6 +21,7 @@ from torch.library import opcheck
 
 import kernel_portfolio as kp
 from kernel_portfolio import reference
+from kernel_portfolio.contracts import stream_buffer
 from kernel_portfolio.ops import matmul as mm
 
 pytestmark = pytest.mark.gpu
@@ -34,26 +37,24 @@ def _is_hopper() -> bool:
 
 hopper_only = pytest.mark.skipif(not _is_hopper(), reason="needs compute capability 9.x")
 
-#: Autotuning candidates while these tests run. Compiling every candidate for
-#: every dtype and layout (and, on the pointer path, every shape) takes
-#: minutes; two TMA candidates (a plain and a warp-specialised 128x256 tile)
-#: still exercise the tuner, and test_every_tma_config checks each candidate
-#: of the full list on its own.
-TEST_TMA_CONFIGS = [
-    c
-    for c in mm.TMA_CONFIGS
-    if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) == (128, 256) and c.kwargs["EPILOGUE_SPLIT"] == 1
-]
+
+def _sms() -> int:
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+#: Autotuning candidates of the pointer path while these tests run: compiling
+#: every candidate for every dtype and layout (and every shape's key) takes
+#: minutes. The Hopper path is not autotuned (its plan table), and
+#: test_every_tma_tile checks each of its tiles.
 TEST_POINTER_CONFIGS = mm.POINTER_CONFIGS[:1]
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _short_tuning_lists():
-    saved = mm._matmul_tma_tuned.configs, mm._matmul_tuned.configs
-    mm._matmul_tma_tuned.configs = TEST_TMA_CONFIGS
+def _short_tuning_list():
+    saved = mm._matmul_tuned.configs
     mm._matmul_tuned.configs = TEST_POINTER_CONFIGS
     yield
-    mm._matmul_tma_tuned.configs, mm._matmul_tuned.configs = saved
+    mm._matmul_tuned.configs = saved
 
 
 def _free_bytes() -> int:
@@ -154,41 +155,110 @@ def test_tma_and_pointer_paths_agree(dtype, a_t, b_t):
     assert_matches(outs["tma"], outs["pointer"].double().cpu(), dtype, "tma vs pointer")
 
 
+TILE_IDS = [tile.name.replace(" ", "-") for tile in mm.TMA_TILES]
+
+
 @hopper_only
-@pytest.mark.parametrize("config", mm.TMA_CONFIGS, ids=[str(i) for i in range(len(mm.TMA_CONFIGS))])
-def test_every_tma_config(config):
+@pytest.mark.parametrize("tile", mm.TMA_TILES, ids=TILE_IDS)
+def test_every_tma_tile(tile):
+    """Each tile of the table's catalogue, unsplit with ``B`` transposed, split with ``A`` (dB)."""
     m, n, k = 1000, 1280, 776
-    a, b = _operands(m, n, k, torch.bfloat16, "cuda", b_t=True)
-    out = poison(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
-    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", config=config)
-    assert_matches(out, reference.matmul(a, b), torch.bfloat16, tol=_tol(torch.bfloat16, k))
+    for splits, a_t, b_t in ((1, False, True), (2, True, False)):
+        if splits > 1 and not tile.splits:
+            continue
+        a, b = _operands(m, n, k, torch.bfloat16, "cuda", a_t=a_t, b_t=b_t)
+        out = poison(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+        plan = mm.TmaPlan(tile, splits)
+        mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
+        what = f"{tile.name} split {splits}"
+        assert_matches(out, reference.matmul(a, b), torch.bfloat16, what, _tol(torch.bfloat16, k))
+
+
+#: Products of a linear layer at a small batch, at the models layer shapes
+#: (N, K) of ``scripts/gemm_tune.py``: every row of the plan table, batch
+#: sizes off every tile (1, 17, 100, 257, 384), split and unsplit.
+FEW_ROWS = [
+    (1, 4096, 4096),
+    (17, 6144, 4096),
+    (64, 14336, 4096),
+    (100, 4096, 14336),
+    (257, 4096, 4096),
+    (384, 6144, 4096),
+    (1024, 6144, 4096),
+]
+
+
+@hopper_only
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "wT"])
+@pytest.mark.parametrize("shape", FEW_ROWS, ids=["x".join(map(str, s)) for s in FEW_ROWS])
+def test_plan_table_at_model_shapes(shape, b_t, dtype):
+    m, n, k = shape
+    a, b = _operands(m, n, k, dtype, "cuda", b_t=b_t)  # b_t: x @ W.T, W read in place
+    assert mm._tma_layout(b) == ((True, k) if b_t else (False, n))
+    out = poison(torch.empty(m, n, dtype=dtype, device="cuda"))
+    mm._launch_matmul(a, b, out, allow_tf32=False)
+    assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
+    counters = stream_buffer("matmul split-k counters", 1, torch.int32, torch.device("cuda"))
+    assert not counters.any(), "a tile's split-K counter was left above 0"
+
+
+@hopper_only
+def test_split_k_sum_does_not_depend_on_which_run_finishes_last():
+    """The same bits, run after run: the tile's last run adds the partials in slice order.
+
+    On the GPU the runs of a tile finish in any order; a sum in arrival order
+    would change the low bits between runs of the same product.
+    """
+    m, n, k = 64, 4096, 4096  # 32 tiles of 64x128: four runs of K
+    plan = mm._tma_plan(m, n, k, _sms())
+    assert plan.split_k > 1, plan
+    a, b = _operands(m, n, k, torch.bfloat16, "cuda")
+    first = kp.matmul(a, b)
+    for _ in range(20):
+        assert torch.equal(kp.matmul(a, b), first)
+    assert_matches(first, reference.matmul(a, b), torch.bfloat16, tol=_tol(torch.bfloat16, k))
+
+
+@hopper_only
+@pytest.mark.parametrize("splits", range(1, 9))
+def test_every_split_count_of_the_few_rows_tile(splits):
+    m, n, k = 64, 4096, 4096
+    tile = mm._TILES_BY_NAME[mm.TMA_RULES[0].tiles[0]]
+    a, b = _operands(m, n, k, torch.float16, "cuda", b_t=True)
+    out = poison(torch.empty(m, n, dtype=torch.float16, device="cuda"))
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=mm.TmaPlan(tile, splits))
+    assert_matches(out, reference.matmul(a, b), torch.float16, tol=_tol(torch.float16, k))
 
 
 @hopper_only
 @pytest.mark.parametrize("dtype", HALF_DTYPES)
 def test_split_k_real_size(dtype):
-    # The dB layout of a linear layer with a large batch: A transposed, 64
-    # output tiles of 128x128, so the launcher splits K (132 SMs: in two).
+    # The dB layout of a linear layer with a large batch: A transposed, few
+    # output tiles, so the plan splits K.
     m, n, k = 1024, 1024, 16384
-    assert mm._split_k(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count) > 1
+    assert (
+        mm._tma_plan(m, n, k, torch.cuda.get_device_properties(0).multi_processor_count).split_k > 1
+    )
     a, b = _operands(m, n, k, dtype, "cuda", a_t=True)
     out = poison(torch.empty(m, n, dtype=dtype, device="cuda"))
     mm._launch_matmul(a, b, out, allow_tf32=False)
     assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
 
 
-SPLIT_K_CONFIGS = mm._fitting_configs(mm.TMA_CONFIGS, {}, SPLIT_K=2)
-SPLIT_K_IDS = [str(i) for i in range(len(SPLIT_K_CONFIGS))]
-
-
 @hopper_only
-@pytest.mark.parametrize("config", SPLIT_K_CONFIGS, ids=SPLIT_K_IDS)
-def test_every_split_k_config(config):
-    m, n, k = 1000, 1280, 776
-    a, b = _operands(m, n, k, torch.bfloat16, "cuda", a_t=True)
-    out = poison(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
-    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", config=config, split_k=2)
-    assert_matches(out, reference.matmul(a, b), torch.bfloat16, tol=_tol(torch.bfloat16, k))
+@pytest.mark.parametrize("m", [17, 64, 384])
+def test_backward_of_a_small_batch(m):
+    """A linear layer at a small batch, forward and backward: dB's ``K`` is the batch."""
+    n, k = 4096, 14336
+    a, b = _operands(m, n, k, torch.bfloat16, "cuda", b_t=True)
+    a.requires_grad_()
+    b.requires_grad_()
+    grad = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    kp.matmul(a, b).backward(grad)
+    g64, a64, b64 = (t.detach().double().cpu() for t in (grad, a, b))
+    assert_matches(a.grad, g64 @ b64.T, torch.bfloat16, "grad a", tol=_tol(torch.bfloat16, n))
+    assert_matches(b.grad, a64.T @ g64, torch.bfloat16, "grad b", tol=_tol(torch.bfloat16, m))
 
 
 @pytest.mark.parametrize("path", ["tma", "pointer"])
@@ -237,15 +307,15 @@ def test_tma_kernel_launches_from_a_thread_that_never_called_matmul():
     a, b = _operands(256, 128, 192, torch.bfloat16, "cuda")
     out = poison(torch.empty(256, 128, dtype=torch.bfloat16, device="cuda"))
     (a_col, stride_a), (b_col, stride_b), (_, stride_c) = (mm._tma_layout(t) for t in (a, b, out))
-    config = mm._fixed_config_kwargs(mm._tma_config(64, 64, 64, 4, 3))
+    tile = mm.TmaTile(64, 64, 64, 4, 3)
     errors = []
 
     def launch():
         try:
             mm._matmul_tma_kernel[(4,)](
-                a, b, out, out, 256, 128, 192, stride_a, stride_b, stride_c, M_BUCKET=256,
-                K_BUCKET=256, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=4,
-                WIDEN_OPERANDS=False, SPLIT_K=1, **config,
+                a, b, out, out, out, 256, 128, 192, stride_a, stride_b, stride_c, 1,
+                A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=4, WIDEN_OPERANDS=False,
+                PARTIALS=False, **tile.launch_args(),
             )  # fmt: skip
             torch.cuda.synchronize()
         except Exception as error:  # reported in the main thread
@@ -277,21 +347,16 @@ def test_matmul_compiles_without_graph_breaks(dtype):
 
 
 @hopper_only
-def test_new_batch_size_in_bucket_reuses_tuning_and_compiled_graph():
+def test_new_batch_size_with_the_same_plan_reuses_the_compiled_graph():
     b = torch.randn(512, 768, device="cuda", dtype=torch.float16)
 
     def batch(m):
         return torch.randn(m, 512, device="cuda", dtype=torch.float16)
 
-    # Eager: M=33 and M=40 share the tuning key (bucket 64); M=100 is bucket 128.
-    mm._matmul_tma_tuned.cache.clear()
-    kp.matmul(batch(33), b)
-    kp.matmul(batch(40), b)
-    assert len(mm._matmul_tma_tuned.cache) == 1
-    kp.matmul(batch(100), b)
-    assert len(mm._matmul_tma_tuned.cache) == 2
+    # M=33 and M=40 share a plan (bucket 64).
+    assert mm._tma_plan(33, 768, 512, _sms()) == mm._tma_plan(40, 768, 512, _sms())
 
-    # Compiled with dynamic shapes: a new M in the same bucket reuses the graph.
+    # Compiled with dynamic shapes: a new M with the same plan reuses the graph.
     torch._dynamo.reset()
     fn = torch.compile(kp.matmul, fullgraph=True, dynamic=True)
     fn(batch(33), b)
@@ -300,7 +365,7 @@ def test_new_batch_size_in_bucket_reuses_tuning_and_compiled_graph():
         assert_matches(
             fn(a, b), reference.matmul(a, b), torch.float16, tol=_tol(torch.float16, 512)
         )
-    a = batch(100)  # another bucket: one recompile, still correct
+    a = batch(300)  # another bucket and another tile: a recompile at most, still correct
     assert_matches(fn(a, b), reference.matmul(a, b), torch.float16, tol=_tol(torch.float16, 512))
 
 

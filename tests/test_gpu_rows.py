@@ -33,6 +33,8 @@ SHAPES = [
     ((300, 5000), "block pieces 4096 + 1024"),
     ((256, 32769), "just past a power of two, looped when auto"),
     ((4, 32769), "few wide rows: split when auto"),
+    ((512, 50257), "GPT-2's vocabulary: one row in eight 16-byte aligned, peeled"),
+    ((100, 30522), "BERT's vocabulary: rows 4-byte aligned, peeled"),
     ((64, 131072), "the 64 x 131072 benchmark shape"),
     ((2, 2**20 + 1), "rows wider than 2^20"),
 ]
@@ -79,6 +81,7 @@ COOPERATIVE = [
     ((4, 32769), "auto"),
     ((1, 65536), "auto"),
     ((1, 262144), "auto"),  # 128 programs on 132 SMs
+    ((3, 50257), "auto"),  # peeled rows: program 0 of a row holds its head and tail
     ((3, 9000), plans.RowPlan("split", 1024, 4, 9)),
     ((33, 16384), plans.RowPlan("split", 4096, 16, 4)),
 ]

@@ -31,6 +31,7 @@ from torch.library import opcheck
 
 import kernel_portfolio as kp
 from kernel_portfolio import reference
+from kernel_portfolio.contracts import stream_buffer
 from kernel_portfolio.ops import matmul as mm
 
 pytestmark = pytest.mark.interpreter
@@ -94,53 +95,187 @@ def test_forward_matches_float64(dtype, shape, a_t, b_t, device):
 @pytest.mark.parametrize("dtype", HALF_DTYPES)
 @pytest.mark.parametrize(("a_t", "b_t"), LAYOUTS)
 @pytest.mark.parametrize(
-    "config",
+    "tile",
     [
-        mm.INTERPRETER_CONFIGS["tma"],
-        mm._tma_config(32, 64, 32, 4, 1, split=2),  # the split epilogue
-        mm._tma_config(16, 16, 16, 4, 1, ws=True),  # many tiles per program
+        mm.INTERPRETER_TILE,
+        mm.TmaTile(32, 64, 32, 4, 1, epilogue_split=2),  # the split epilogue
+        mm.TmaTile(16, 16, 16, 4, 1, warp_specialize=True),  # many tiles per program
     ],
     ids=["32x32x32", "32x64x32-split", "16x16x16-ws"],
 )
-def test_tma_kernel(dtype, a_t, b_t, config, device):
+def test_tma_kernel(dtype, a_t, b_t, tile, device):
     # 40x72x88 leaves partial tiles in M, N and K: the copy engine's zero
     # fill and clipped stores must make them exact.
     m, n, k = 40, 72, 88
     a, b = _operands(m, n, k, dtype, device, a_t=a_t, b_t=b_t)
     out, guard = _guarded_output(m, n, dtype, device)
-    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", config=config)
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=mm.TmaPlan(tile))
     assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
     assert torch.isnan(guard).all(), "wrote past the end of the output"
+
+
+def _split_counters(device) -> torch.Tensor:
+    """The split-K tile counters the eager route keeps (0 between launches)."""
+    return stream_buffer("matmul split-k counters", 1, torch.int32, torch.device(device))
 
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES)
 @pytest.mark.parametrize(("a_t", "b_t"), LAYOUTS)
-@pytest.mark.parametrize("splits", [2, 3])
+@pytest.mark.parametrize("splits", [2, 3, 6])
 def test_tma_kernel_split_k(dtype, a_t, b_t, splits, device):
-    # K = 136 is five 32-wide tiles (the last partial): runs of 3 and 2, or
-    # 2, 2 and 1; 40x72 leaves partial output tiles in each slice.
+    # K = 136 is five 32-wide steps (the last partial): runs of 2 and 3, of
+    # 1, 2 and 2, or six runs of which one is empty; 40x72 leaves partial
+    # output tiles (six of 32x32) in each run.
     m, n, k = 40, 72, 136
     a, b = _operands(m, n, k, dtype, device, a_t=a_t, b_t=b_t)
     out, guard = _guarded_output(m, n, dtype, device)
-    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", split_k=splits)
+    plan = mm.TmaPlan(mm.INTERPRETER_TILE, splits)
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
     assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
     assert torch.isnan(guard).all(), "wrote past the end of the output"
+    assert not _split_counters(device).any(), "a tile's counter was left above 0"
+
+
+def test_split_k_launches_back_to_back(device):
+    """Each launch finds the tile counters at 0: the last run of each tile resets its own.
+
+    A second product on the same stream with the same tile count would
+    otherwise count its runs from where the first left off, and its tiles'
+    last runs would never see their count complete.
+    """
+    plan = mm.TmaPlan(mm.INTERPRETER_TILE, 4)
+    for _ in range(2):
+        a, b = _operands(40, 72, 264, torch.float16, device)
+        out = poison(torch.empty(40, 72, dtype=torch.float16, device=device))
+        mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
+        assert_matches(out, reference.matmul(a, b), torch.float16, tol=_tol(torch.float16, 264))
+
+
+#: Few-row products on the plan table's own tiles and split-K counts (for
+#: 132 SMs, whatever the interpreter's count): rows 1-63 (bucket <= 64), 65
+#: and 100 (bucket 128), 200 (256) and 257 (512); ``N = 408`` and ``K = 4136``
+#: leave partial tiles in N and in K (4136 is 32 steps of 128 and a part), and
+#: every one of them splits ``K``.
+FEW_ROWS = (1, 17, 63, 65, 100, 200, 257)
 
 
 @pytest.mark.parametrize(
-    ("shape", "splits"),
+    ("dtype", "b_t"),
+    [(torch.float16, False), (torch.bfloat16, False), (torch.bfloat16, True)],
+    ids=["float16", "bfloat16", "bfloat16-wT"],
+)
+@pytest.mark.parametrize("m", FEW_ROWS)
+def test_plan_table_at_few_rows(m, dtype, b_t, device):
+    n, k = 408, 4136
+    plan = mm._tma_plan(m, n, k, 132)
+    assert plan.split_k > 1, plan  # the grid is meant to exercise split-K on every row
+    a, b = _operands(m, n, k, dtype, device, b_t=b_t)  # b_t: a linear layer's W.T
+    out, guard = _guarded_output(m, n, dtype, device)
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
+    assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
+    assert torch.isnan(guard).all(), "wrote past the end of the output"
+    assert not _split_counters(device).any(), "a tile's counter was left above 0"
+
+
+#: The models layer shapes (N, K) of the tuning sweep, and batch sizes across
+#: every row of the plan table.
+MODEL_NK = [(4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336)]
+MODEL_M = [16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 16384]
+
+
+def _items(plan: mm.TmaPlan, m: int, n: int) -> int:
+    return math.ceil(m / plan.tile.block_m) * math.ceil(n / plan.tile.block_n) * plan.split_k
+
+
+def test_plan_table_rows_name_tiles_in_order():
+    names = {tile.name for tile in mm.TMA_TILES}
+    assert len(names) == len(mm.TMA_TILES)
+    assert all(name in names for rule in mm.TMA_RULES for name in rule.tiles)
+    bounds = [rule.max_m for rule in mm.TMA_RULES]
+    assert bounds[-1] is None and bounds[:-1] == sorted(bounds[:-1])
+    assert mm.TmaTile(128, 256, 64, 8, 4, epilogue_split=2).name == "128x256x64 w8 s4 e2"
+    assert mm.TmaTile(128, 256, 64, 4, 3, warp_specialize=True).name == "128x256x64 w4 s3 ws"
+
+
+@pytest.mark.parametrize(("m", "row"), [(1, 0), (64, 0), (65, 0), (128, 0), (129, 1), (256, 1)])
+def test_plan_table_row_by_bucket(m, row):
+    """The row is the first whose bound holds M rounded up to a power of two."""
+    rule = mm.TMA_RULES[row]
+    assert mm._tma_plan(m, 4096, 4096, 132).tile.name in rule.tiles
+
+
+@pytest.mark.parametrize(("n", "k"), MODEL_NK)
+@pytest.mark.parametrize("m", MODEL_M)
+def test_plans_at_the_model_shapes(m, n, k):
+    """Every plan at the sweep's shapes, and the backward's products, keeps its promises.
+
+    Split-K only below half a wave of output tiles, never past one wave of
+    work items, runs of at least ``SPLIT_K_MIN_RUN``; the tile from the row of
+    M's bucket; the tile taken before a later one of its row only when its
+    waves fill ``WAVE_FILL`` of the SMs or fill them better.
+    """
+    for shape in ((m, n, k), (m, k, n), (k, n, m)):  # forward, dA, dB
+        plan = mm._tma_plan(*shape, 132)
+        tiles = _items(mm.TmaPlan(plan.tile), shape[0], shape[1])
+        rule = next(r for r in mm.TMA_RULES if r.max_m is None or mm._bucket(shape[0]) <= r.max_m)
+        assert plan.tile.name in rule.tiles, (shape, plan)
+        if plan.split_k > 1:
+            assert 2 * tiles <= 132 and tiles * plan.split_k <= 132, (shape, plan)
+            assert shape[2] // plan.split_k >= mm.SPLIT_K_MIN_RUN, (shape, plan)
+            assert plan.split_k <= mm.SPLIT_K_MAX and plan.tile.splits, (shape, plan)
+        for earlier in rule.tiles[: rule.tiles.index(plan.tile.name)]:
+            other = mm._TILES_BY_NAME[earlier]
+            other_tiles = _items(mm.TmaPlan(other), shape[0], shape[1])
+            items = other_tiles * mm._split_k(other, other_tiles, shape[2], 132)
+            fill = items / (math.ceil(items / 132) * 132)
+            chosen = _items(plan, shape[0], shape[1])
+            assert fill < mm.WAVE_FILL, (shape, plan, earlier)
+            assert fill < chosen / (math.ceil(chosen / 132) * 132), (shape, plan, earlier)
+
+
+@pytest.mark.parametrize(
+    ("shape", "tile", "splits"),
     [
-        ((1024, 1024, 65536), 2),  # dB of a linear layer with a large batch: 64 tiles
-        ((512, 512, 65536), 4),  # 16 tiles: at most SPLIT_K_MAX runs
-        ((512, 512, 8192), 2),  # runs of at least SPLIT_K_MIN_RUN
-        ((1024, 1024, 4096), 1),
-        ((4096, 4096, 4096), 1),
-        ((8192, 512, 8192), 1),  # dA of 8192x8192x512: 256 tiles
-        ((1100, 1024, 65536), 1),  # 72 tiles: two runs would not fit 132 SMs
+        ((64, 4096, 4096), "64x128x128 w4 s4", 4),  # 32 tiles: four runs fill 128 SMs
+        ((128, 4096, 4096), "64x128x128 w4 s4", 2),  # 64 tiles: two runs
+        ((64, 14336, 4096), "64x128x128 w4 s4", 1),  # 112 tiles: more than half a wave
+        ((64, 4096, 1024), "64x128x128 w4 s4", 1),  # runs would be shorter than 1024
+        ((1024, 6144, 4096), "128x128x64 w8 s4", 1),  # 128x256: two waves 73% full
+        ((1024, 14336, 4096), "128x128x64 w8 s4", 1),  # 128x256: four waves 85% full
+        ((1024, 4096, 4096), "128x256x64 w8 s3", 1),  # 128x256: one wave 97% full
+        ((1024, 1024, 65536), "128x256x64 w8 s3", 4),  # dB of a large batch: 32 tiles
+        ((4096, 4096, 64), "128x256x64 w8 s3", 1),  # dB of a batch of 64: K too short
     ],
 )
-def test_split_k_rule(shape, splits):
-    assert mm._split_k(*shape, 132) == splits
+def test_plan_choices(shape, tile, splits):
+    assert mm._tma_plan(*shape, 132) == mm.TmaPlan(mm._TILES_BY_NAME[tile], splits)
+
+
+def test_split_k_rule():
+    tile = mm._TILES_BY_NAME["64x128x128 w4 s4"]
+    assert mm._split_k(tile, 32, 4096, 132) == 4  # 132 // 32, at most SPLIT_K_MAX
+    assert mm._split_k(tile, 44, 4096, 132) == 3  # three runs of 44 tiles fit a wave
+    assert mm._split_k(tile, 66, 4096, 132) == 2
+    assert mm._split_k(tile, 67, 4096, 132) == 1  # more than half a wave
+    assert mm._split_k(tile, 8, 2048, 132) == 2  # runs of at least SPLIT_K_MIN_RUN
+    assert mm._split_k(tile, 8, 1000, 132) == 1
+    for unsplit in (t for t in mm.TMA_TILES if not t.splits):
+        assert unsplit.warp_specialize and mm._split_k(unsplit, 8, 65536, 132) == 1
+
+
+def test_plan_under_symbolic_sizes():
+    """Traced with symbolic sizes, the plan is the same as for the plain integers.
+
+    Only integer comparisons: each becomes a guard on a range of the sizes.
+    """
+    plans = []
+
+    def product(a, b):
+        plans.append(mm._tma_plan(a.shape[0], b.shape[1], a.shape[1], 132))
+        return a.new_empty(a.shape[0], b.shape[1])
+
+    make_fx(product, tracing_mode="symbolic")(torch.empty(100, 4096), torch.empty(4096, 6144))
+    assert plans == [mm._tma_plan(100, 6144, 4096, 132)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -409,11 +544,20 @@ def test_launcher_refuses_what_the_tma_path_cannot_do(device):
         mm._launch_matmul(
             a, b, torch.empty(16, 15, dtype=torch.float16), allow_tf32=False, path="x"
         )
+    a, b = _operands(16, 16, 16, torch.float16, device)
+    out = torch.empty(16, 16, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="plan.split_k must be at least 1, got 0"):
+        plan = mm.TmaPlan(mm.INTERPRETER_TILE, 0)
+        mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
+    unsplit = next(t for t in mm.TMA_TILES if not t.splits)
+    with pytest.raises(ValueError, match=f"plan.split_k must be 1 for the tile {unsplit.name}"):
+        plan = mm.TmaPlan(unsplit, 2)
+        mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
 
 
 def test_fixed_config_kwargs_leave_out_num_ctas():
     # wrap_triton refuses num_ctas as a launch argument (the H200 run failed on it).
-    config = mm.TMA_CONFIGS[0]
+    config = mm.POINTER_CONFIGS[0]
     kwargs = mm._fixed_config_kwargs(config)
     assert "num_ctas" in config.all_kwargs() and "num_ctas" not in kwargs
     assert kwargs["num_warps"] == config.num_warps and kwargs["num_stages"] == config.num_stages
@@ -447,70 +591,103 @@ def test_errors(device):
 # --- Ahead-of-time compile of the Hopper path for sm_90 (no GPU needed) ---
 
 #: Compiles for sm_90 and prints one JSON line per compile (see
-#: ``run_compile_script``): every TMA config (float16, both operands row-
-#: major; and each one split-K keeps in bfloat16 with ``A`` transposed and
-#: ``K`` split in two, as for ``dB``), one TMA config with both operands
-#: transposed (bfloat16), every pointer config (float16, row-major, sizes
-#: multiples of 16), and one pointer config for float32 with
-#: ``input_precision`` "ieee" and "tf32".
+#: ``run_compile_script``): every Hopper tile (float16, both operands
+#: row-major); every tile with split-K (bfloat16, ``A`` transposed, as for
+#: ``dB``: the warp-specialised ones too, to show why they may not split);
+#: the plan table's tiles with ``B`` transposed (bfloat16, a linear
+#: layer's ``x @ W.T``), the first row's tile split too, and one tile with
+#: both transposed; every pointer config (float16, row-major, sizes multiples
+#: of 16); and one pointer config for float32 at each input precision the
+#: launcher or the tuning sweep uses. Each line carries the registers and
+#: spilled bytes that ``ptxas -v`` reports for sm_90a.
 _AOT_SCRIPT = textwrap.dedent(
     """
-    import json
+    import json, re, subprocess, tempfile
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from kernel_portfolio.arch import count_instructions
+    from kernel_portfolio.arch import count_instructions, ptxas_for
     from kernel_portfolio.ops import matmul as mm
 
-    TMA_INTS = ["M", "N", "K", "stride_a", "stride_b", "stride_c", "M_BUCKET", "K_BUCKET"]
+    TMA_INTS = ["M", "N", "K", "stride_a", "stride_b", "stride_c", "split_k"]
     # Row-major operands (unit strides along K, N and N) whose sizes and
     # strides are multiples of 16 bytes: the launcher passes these constants.
     PTR_INTS = mm._POINTER_RUNTIME_ARGS
     PTR = dict(A_UNIT=1, B_UNIT=1, C_UNIT=1, WIDEN_OPERANDS=False)
 
-    def compile_one(job, kernel, ints, config, dtype, divisible=(), ws="", **constexprs):
+    def ptxas_report(ptx):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(f"{tmp}/k.ptx", "w") as fh:
+                fh.write(ptx)
+            cmd = [str(ptxas_for(90)), "-v", "--gpu-name", "sm_90a", f"{tmp}/k.ptx",
+                   "-o", f"{tmp}/k.o"]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+        spills = re.search(r"(\\d+) bytes spill stores", out)
+        return int(re.search(r"Used (\\d+) registers", out).group(1)), int(spills.group(1))
+
+    def compile_one(job, kernel, ints, dtype, pointers, constexprs, warps, stages):
         signature = {name: f"*{dtype}" for name in ("a_ptr", "b_ptr", "c_ptr")}
-        if ws:
-            signature["ws_ptr"] = ws
+        signature.update(pointers)
         signature.update({name: "i32" for name in ints})
-        constexprs = {**config.kwargs, **constexprs}
         signature.update({name: "constexpr" for name in constexprs})
-        # Pointers 16-byte aligned, and the named sizes multiples of 16, as
-        # Triton specialises them at launch.
+        # Pointers 16-byte aligned, as Triton specialises fresh tensors at launch.
         attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]]
-                 for name in ("a_ptr", "b_ptr", "c_ptr", "ws_ptr", *divisible)
-                 if name in kernel.arg_names}
-        compiled = triton.compile(
-            ASTSource(kernel, signature, constexprs, attrs),
-            target=GPUTarget("cuda", 90, 32),
-            options={"num_warps": config.num_warps, "num_stages": config.num_stages},
-        )
+                 for name in ("a_ptr", "b_ptr", "c_ptr", *pointers)}
+        try:
+            compiled = triton.compile(
+                ASTSource(kernel, signature, constexprs, attrs),
+                target=GPUTarget("cuda", 90, 32),
+                options={"num_warps": warps, "num_stages": stages},
+            )
+        except Exception as exc:  # over the shared memory Triton assumes, for one
+            print(json.dumps({**job, "error": f"{type(exc).__name__}: {exc}"[:300]}), flush=True)
+            return
+        ptx = compiled.asm["ptx"]
+        registers, spills = ptxas_report(ptx)
+        atomics = re.findall(r"atom\\.global[.\\w]*\\.(add|exch)\\.", ptx)
         print(json.dumps({
             **job,
-            "ws": bool(config.kwargs.get("WARP_SPECIALIZE")),
-            "config_warps": config.num_warps,
-            "counts": count_instructions(compiled.asm["ptx"]),
-            "cp_async_16": "cp.async.cg.shared.global" in compiled.asm["ptx"],
+            "counts_in": atomics.count("add"),
+            "resets": atomics.count("exch"),
+            "config_warps": warps,
+            "counts": count_instructions(ptx),
+            "cp_async_16": "cp.async.cg.shared.global" in ptx,
             "shared": compiled.metadata.shared,
             "num_warps": compiled.metadata.num_warps,
             "cubin": len(compiled.asm["cubin"]),
+            "registers": registers,
+            "spills": spills,
         }), flush=True)
 
-    tma = dict(NUM_SMS=132, WIDEN_OPERANDS=False)
-    for i, config in enumerate(mm.TMA_CONFIGS):
-        compile_one({"job": "tma", "index": i}, mm._matmul_tma_kernel, TMA_INTS, config, "fp16",
-                    ws="*fp16", A_COL_MAJOR=False, B_COL_MAJOR=False, SPLIT_K=1, **tma)
-    for i, config in enumerate(mm._fitting_configs(mm.TMA_CONFIGS, {}, SPLIT_K=2)):
-        compile_one({"job": "tma-split-k", "index": i}, mm._matmul_tma_kernel, TMA_INTS, config,
-                    "bf16", ws="*fp32", A_COL_MAJOR=True, B_COL_MAJOR=False, SPLIT_K=2, **tma)
-    compile_one({"job": "tma-transposed"}, mm._matmul_tma_kernel, TMA_INTS, mm.TMA_CONFIGS[0],
-                "bf16", ws="*bf16", A_COL_MAJOR=True, B_COL_MAJOR=True, SPLIT_K=1, **tma)
+    def compile_tma(job, tile, dtype, a_col, b_col, partials):
+        args = tile.launch_args()
+        warps, stages = args.pop("num_warps"), args.pop("num_stages")
+        work = ("*fp32", "*i32") if partials else (f"*{dtype}", f"*{dtype}")
+        constexprs = dict(args, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=132,
+                          WIDEN_OPERANDS=False, PARTIALS=partials)
+        job = {**job, "tile": tile.name, "ws": tile.warp_specialize, "splits": tile.splits}
+        compile_one(job, mm._matmul_tma_kernel, TMA_INTS, dtype,
+                    dict(zip(("ws_ptr", "count_ptr"), work)), constexprs, warps, stages)
+
+    for tile in mm.TMA_TILES:
+        compile_tma({"job": "tma"}, tile, "fp16", False, False, False)
+    for tile in mm.TMA_TILES:
+        compile_tma({"job": "tma-split-k"}, tile, "bf16", True, False, True)
+    rule_tiles = dict.fromkeys(name for rule in mm.TMA_RULES for name in rule.tiles)
+    for name in rule_tiles:
+        compile_tma({"job": "tma-w-t"}, mm._TILES_BY_NAME[name], "bf16", False, True, False)
+    first = mm._TILES_BY_NAME[mm.TMA_RULES[0].tiles[0]]
+    compile_tma({"job": "tma-w-t"}, first, "bf16", False, True, True)
+    compile_tma({"job": "tma-transposed"}, mm.TMA_TILES[0], "bf16", True, True, False)
     for i, config in enumerate(mm.POINTER_CONFIGS):
-        compile_one({"job": "pointer", "index": i}, mm._matmul_kernel, PTR_INTS, config, "fp16",
-                    INPUT_PRECISION="ieee", VEC=8, **PTR)
-    for precision in ("ieee", "tf32"):
-        compile_one({"job": "pointer-fp32-" + precision}, mm._matmul_kernel, PTR_INTS,
-                    mm.POINTER_CONFIGS[0], "fp32", INPUT_PRECISION=precision, VEC=4, **PTR)
+        compile_one({"job": "pointer", "index": i}, mm._matmul_kernel, PTR_INTS, "fp16", {},
+                    dict(config.kwargs, INPUT_PRECISION="ieee", VEC=8, **PTR),
+                    config.num_warps, config.num_stages)
+    config = mm.POINTER_CONFIGS[0]
+    for precision in ("ieee", "tf32", "tf32x3"):
+        compile_one({"job": "pointer-fp32-" + precision}, mm._matmul_kernel, PTR_INTS, "fp32",
+                    {}, dict(config.kwargs, INPUT_PRECISION=precision, VEC=4, **PTR),
+                    config.num_warps, config.num_stages)
     """
 )
 
@@ -530,33 +707,45 @@ def run_compile_script(script: str, cache_dir) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(cache_dir)
     proc = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def _fits(r: dict) -> bool:
+    return "error" not in r and r["shared"] <= HOPPER_MAX_SHARED
 
 
 def test_hopper_path_compiles_for_sm90(tmp_path):
     results = {}
     for r in run_compile_script(_AOT_SCRIPT, tmp_path):
         results.setdefault(r["job"], []).append(r)
-    assert len(results["tma"]) == len(mm.TMA_CONFIGS)
-    # Split-K keeps every config but the warp-specialised 128x256 tile.
-    assert len(results["tma-split-k"]) == len(mm.TMA_CONFIGS) - 1
+    assert len(results["tma"]) == len(results["tma-split-k"]) == len(mm.TMA_TILES)
     assert len(results["pointer"]) == len(mm.POINTER_CONFIGS)
-    for r in results["tma"] + results["tma-split-k"] + results["tma-transposed"]:
-        assert r["cubin"] > 0 and r["shared"] <= HOPPER_MAX_SHARED, r
+    splits = [r for r in results["tma-split-k"] if r["splits"]]
+    # A split tile counts itself in once and resets its counter once; a
+    # warp-specialised one would count in from each consumer group and never
+    # reset (TmaTile.splits' premise), and the 128x256 one overflows shared memory.
+    for r in results["tma-split-k"]:
+        assert (r["counts_in"], r["resets"]) == ((1, 1) if r["splits"] else (2, 0)), r
+    assert [_fits(r) for r in results["tma-split-k"] if not r["splits"]] == [False, True]
+    for r in results["tma"] + splits + results["tma-w-t"] + results["tma-transposed"]:
+        assert _fits(r) and r["cubin"] > 0, r
         assert r["counts"]["wgmma"] > 0 and r["counts"]["cp.async.bulk.tensor"] > 0, r
+        assert r["spills"] == 0, r  # accumulators, and split-K's partial tiles, in registers
         # Warp specialisation adds a producer group: 4 + 2 x 4 warps.
         assert r["num_warps"] == (12 if r["ws"] else r["config_warps"]), r
     for r in results["pointer"]:
         assert r["cubin"] > 0 and r["shared"] <= HOPPER_MAX_SHARED, r
         assert r["counts"]["wgmma"] > 0 and r["counts"]["cp.async.bulk.tensor"] == 0, r
         assert r["cp_async_16"], r  # aligned operands arrive in 16-byte asynchronous copies
-    # float32 stays float32 (no tensor-core instruction at all) unless TF32 is allowed.
-    (ieee,), (tf32,) = results["pointer-fp32-ieee"], results["pointer-fp32-tf32"]
+    # float32 stays float32 (no tensor-core instruction at all) unless asked:
+    # TF32 (allow_tf32), or TF32 in three products of split operands.
+    (ieee,), (tf32,), (tf32x3,) = (results[f"pointer-fp32-{p}"] for p in ("ieee", "tf32", "tf32x3"))
     assert ieee["counts"]["wgmma"] == ieee["counts"]["mma.sync"] == 0, ieee
     assert tf32["counts"]["wgmma"] > 0, tf32
+    assert tf32x3["counts"]["wgmma"] >= 2 * tf32["counts"]["wgmma"], tf32x3
 
 
 class RecordingLauncher:

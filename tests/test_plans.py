@@ -9,6 +9,7 @@ import torch
 import triton
 
 from kernel_portfolio import plan_rule, plans
+from kernel_portfolio.ops.peel import row_vec
 from kernel_portfolio.plans import RowPlan, choose
 
 # Widths around every power-of-two edge the rules care about (1, the
@@ -237,6 +238,22 @@ def test_block_forwards_take_a_program_per_row_in_launches_a_grid_holds():
 )
 def test_vec_width(elem_bytes, n_cols, strides, vec):
     assert plans.vec_width(elem_bytes, n_cols, strides) == vec
+
+
+@pytest.mark.parametrize(
+    ("elem_bytes", "n_cols", "strides", "unit_cols", "want"),
+    [
+        (2, 4096, (4096, 4096), True, (8, False)),  # aligned: the kernels as they were
+        (2, 50257, (50257, 50257), True, (8, True)),  # odd rows: peeled, 16-byte bodies
+        (2, 30522, (30522,), True, (8, True)),  # 4-byte aligned rows: peeled too
+        (4, 4098, (4098, 4098), True, (4, True)),
+        (2, 4096, (4100, 4096), True, (4, False)),  # rows that start apart: no shared head
+        (2, 50257, (50257,), False, (1, False)),  # strided columns: nothing to vectorise
+        (2, 50257, (0, 50257), True, (1, False)),  # an expanded row and a dense one
+    ],
+)
+def test_row_vec_peels_rows_that_share_a_head(elem_bytes, n_cols, strides, unit_cols, want):
+    assert row_vec(elem_bytes, n_cols, strides, unit_cols) == want
 
 
 def test_sm_count_of_cpu_tensors_is_the_documented_constant():

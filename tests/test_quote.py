@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import html
+import json
 import math
+import re
 
 import pytest
+from site_workspace import fixture_result
 
-from kernel_portfolio.bench.records import fixture_result
 from kernel_portfolio.evidence import Claim, quote
 from kernel_portfolio.evidence.quote import (
+    CLAIMS_ATTRIBUTE,
+    claims_to_text,
     expand_markdown,
     format_time_us,
     format_value,
     make_claim,
     parse_markdown_claim,
     quotables,
+    render_attribute_claims,
     resolve,
     significant,
 )
@@ -193,6 +199,53 @@ def test_markdown_expansion_outside_code_only(root):
     out = expand_markdown(page, root)
     assert out.count('class="kp-claim"') == 1
     assert out.count("{{ claim") == 2
+
+
+def test_claim_records_round_trip(data):
+    claim = make_claim("fixture/smoke", data, SOFTMAX, "speedup", "ours", "torch")
+    assert Claim.from_record(json.loads(json.dumps(claim.record()))) == claim
+    with pytest.raises(ValueError, match="claim record"):
+        Claim.from_record({"result": "fixture/smoke", "case": SOFTMAX})
+
+
+def test_a_claim_shows_its_text_where_no_link_can_go(data):
+    claim = make_claim("fixture/smoke", data, SOFTMAX, "gbps")
+    assert claims_to_text(f"softmax at {claim}, <b>bold</b>") == (
+        f"softmax at {claim.text}, <b>bold</b>",
+        [claim],
+    )
+
+
+def test_markdown_escapes_a_claim_inside_a_raw_html_tag(root):
+    page = f'<abbr title="{{{{ claim fixture/smoke {SOFTMAX} ours gbps }}}}">HBM</abbr> and a < b'
+    out = expand_markdown(page, root)
+    assert out.startswith('<abbr title="&lt;a class=&quot;kp-claim&quot; href=')
+    assert out.endswith('&lt;/a&gt;">HBM</abbr> and a < b')
+
+
+def _in_attribute(form: str, link: str) -> str:
+    """A claim link inside an attribute, as each writer of a page puts it there."""
+    import markdown
+
+    if form == "markdown":  # an image's alt text and a link's title
+        return markdown.markdown(f'![softmax at {link}](a.png) [x](b.html "softmax at {link}")')
+    if form == "raw-html":  # expand_markdown, inside a tag
+        return f'<abbr title="softmax at {html.escape(link)}">x</abbr>'
+    return f"<abbr title='softmax at {html.escape(link, quote=False)}'>x</abbr>"  # nbconvert
+
+
+@pytest.mark.parametrize("form", ["markdown", "raw-html", "nbconvert"])
+def test_claims_in_attributes_become_their_text(data, form):
+    claim = make_claim("fixture/smoke", data, SOFTMAX, "gbps")
+    out = render_attribute_claims(_in_attribute(form, claim.html()))
+    assert "kp-claim" not in out.replace(CLAIMS_ATTRIBUTE, "") and "&lt;" not in out
+    listed = re.findall(rf'(\w+)="softmax at ([^"]*)"[^>]*{CLAIMS_ATTRIBUTE}="([^"]*)"', out)
+    assert listed and len(listed) == (2 if form == "markdown" else 1)
+    for _, shown, records in listed:
+        assert shown.split() == claim.text.split()  # a link's title keeps no no-break space
+        (record,) = json.loads(html.unescape(records))
+        assert Claim.from_record(record).data_attrs() == claim.data_attrs()
+    assert render_attribute_claims("<p>no claim here</p>") == "<p>no claim here</p>"
 
 
 def test_markdown_expansion_reports_every_bad_claim(root):

@@ -1,8 +1,11 @@
 """Results files: schema, atomic save, staleness, archive, several GPUs, DataFrame view.
 
 Every result here is built by the harness's own record code
-(``kernel_portfolio.bench.records.fixture_result``), not typed by hand, in a
-temporary repository holding copies of the measured source files.
+(``kernel_portfolio.bench.records.fixture_result``, with a commit:
+``site_workspace.fixture_result``), not typed by hand, in a temporary
+repository holding copies of the measured source files; the archive's tests
+commit them to a git repository there, whose history holds the sources an
+archived result is checked against.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from site_workspace import fixture_result
 
 from kernel_portfolio import results
 from kernel_portfolio.bench import records
-from kernel_portfolio.bench.records import fixture_result
+from kernel_portfolio.cli import main
+from kernel_portfolio.errors import UserError
 from kernel_portfolio.results import (
     FRAME_COLUMNS,
     RATIO_COLUMNS,
+    CommitMissing,
     ResultError,
     commit_run,
     compare_runs,
@@ -95,6 +101,9 @@ def _scale(record: dict, key: str, factor: float) -> None:
         (lambda d: d.update(schema_version=2), "schema_version"),
         (lambda d: d.update(started_utc="yesterday"), "started_utc"),
         (lambda d: d["git"].update(dirty="no"), "git.dirty"),
+        (lambda d: d["git"].update(commit=d["git"]["commit"][:7]), "git.commit"),
+        (lambda d: d["git"].update(commit=None), "git.commit"),
+        (lambda d: d["git"].update(commit=d["git"]["commit"].upper()), "git.commit"),
         (lambda d: d["sources"].update({SOFTMAX: "abc"}), f"sources.{SOFTMAX}"),
         (lambda d: d["cases"][0].pop("impls"), "cases[0].impls"),
         (lambda d: d["cases"][0].update(shape=[1024, "4096"]), "cases[0].shape[1]"),
@@ -134,11 +143,13 @@ def test_invalid_files_name_file_and_field(saved, edit, field):
     assert str(bad) in str(err.value)
 
 
-def test_busy_flag_and_null_git_round_trip(root):
+def test_busy_flag_and_unknown_dirty_flag_round_trip(root):
     data = fixture_result(root)
     data["gpu_state"]["busy_at_start"] = True
+    data["git"]["dirty"] = None  # a copied tree that did not say
     path = save(data, root / "results" / "fixture" / "smoke.json")
     assert load(path).data["gpu_state"]["busy_at_start"] is True
+    assert load(path).data["git"]["dirty"] is None
     data["gpu_state"]["busy_at_start"] = 1  # an int is not a bool
     with pytest.raises(ResultError, match="busy_at_start.*expected bool"):
         save(data, path)
@@ -297,10 +308,7 @@ def test_repo_root_env_and_walk_up(root, monkeypatch, tmp_path):
         repo_root()
 
 
-def test_load_all_skips_archived_sources_and_other_kinds(root, saved):
-    stray = root / "results" / "archive" / "fixture" / "smoke-x.sources" / "junk.json"
-    stray.parent.mkdir(parents=True)
-    stray.write_text("{}")
+def test_load_all_skips_other_kinds(root, saved):
     other = root / "results" / "triton-releases" / "matrix.json"
     other.parent.mkdir()
     other.write_text(json.dumps({"schema_version": 1, "kind": "triton_release_matrix"}))
@@ -311,18 +319,26 @@ def test_load_all_skips_archived_sources_and_other_kinds(root, saved):
 
 
 # ------------------------------------------------- two GPUs and the archive
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root), *args],
         check=True,
         capture_output=True,
-    )
+        text=True,
+    ).stdout.strip()
+
+
+def _commit_all(root: Path, message: str) -> str:
+    """Commit the whole scratch tree (a fresh repository on the first call); the new HEAD."""
+    if not (root / ".git").exists():
+        _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", message)
+    return _git(root, "rev-parse", "HEAD")
 
 
 def test_gpus_side_by_side_and_archive_on_source_change(root):
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "v1")
+    v1 = _commit_all(root, "v1")
     res_dir = root / "results"
     first_a = fixture_result(root, gpu_slug="gpu-a", seed=1)
     first_a["finished_utc"] = "2026-11-30T17:00:00Z"
@@ -347,11 +363,10 @@ def test_gpus_side_by_side_and_archive_on_source_change(root):
     assert done.previous is not None and done.archived is None
     assert not (res_dir / "archive").exists()
 
-    # A kernel changes (and is committed): the previous result is archived with its sources.
+    # A kernel changes (and is committed): the previous result is archived, its JSON and log.
     kernel = root / SOFTMAX
-    old_kernel = kernel.read_bytes()
     kernel.write_text(kernel.read_text() + "\n# faster\n")
-    _git(root, "commit", "-qam", "v2")
+    v2 = _commit_all(root, "v2")
     before = load(res_dir / "gpu-a" / "smoke.json")
     before.data["finished_utc"] = "2026-11-30T18:00:00Z"
     save(before.data, before.path)
@@ -363,12 +378,16 @@ def test_gpus_side_by_side_and_archive_on_source_change(root):
         root,
     )
     archived = res_dir / "archive" / "gpu-a" / "smoke-20261130T180000Z.json"
-    assert done.archived == archived and not done.missing_sources
+    assert done.archived == archived and not done.changed_sources
+    assert sorted(p.name for p in archived.parent.iterdir()) == [
+        archived.name,
+        f"{archived.stem}.log",
+    ]
     old = load(archived)
     assert old.id == "archive/gpu-a/smoke-20261130T180000Z" and old.archived
+    assert old.data["git"]["commit"] == v1
     assert (archived.parent / old.data["log"]).read_text() == "log of a, run 2\n"
-    assert (old.sources_dir / SOFTMAX).read_bytes() == old_kernel
-    assert old.staleness(root).current  # kept with the source it measured
+    assert old.staleness(root).current  # git holds the sources it measured, at v1
     assert load(res_dir / "gpu-a" / "smoke.json").staleness(root).current
     assert (res_dir / "gpu-a" / "smoke.log").read_text() == "log of a, run 3\n"
     assert (res_dir / "gpu-b" / "smoke.json").read_bytes() == b_before
@@ -377,21 +396,95 @@ def test_gpus_side_by_side_and_archive_on_source_change(root):
         "gpu-a/smoke",
         "gpu-b/smoke",
     ]
+    # The check can fail: the same record named at v2, whose kernel is not the one it hashed.
+    old.data["git"]["commit"] = v2
+    save(old.data, archived)
+    assert load(archived).staleness(root).changed == [SOFTMAX]
 
 
-def test_archive_without_recoverable_sources_reads_stale(root):
+def test_archive_of_a_dirty_run_reads_stale(root):
+    """A run of uncommitted code: the file at its commit is not what it measured."""
+    _commit_all(root, "v1")
+    kernel = root / SOFTMAX
+    kernel.write_text(kernel.read_text() + "\n# uncommitted edit\n")
+    out = root / "results" / "gpu-a"
+    commit_run(fixture_result(root, gpu_slug="gpu-a"), out, "smoke", "run 1\n", root)
+    kernel.write_text(kernel.read_text() + "\n# another\n")
+    done = commit_run(fixture_result(root, gpu_slug="gpu-a"), out, "smoke", "run 2\n", root)
+    assert done.changed_sources == [SOFTMAX]
+    assert any("differ from the files at its commit" in note for note in done.notes)
+    archived = load(done.archived)
+    assert archived.staleness(root).changed == [SOFTMAX]
+    softmax_case = next(c["id"] for c in archived.data["cases"] if c["op"] == "softmax")
+    gemm_case = next(c["id"] for c in archived.data["cases"] if c["op"] == "matmul")
+    assert archived.case_staleness(softmax_case, root).changed == [SOFTMAX]
+    assert archived.case_staleness(gemm_case, root).current
+
+
+def test_archiving_without_the_commit_keeps_the_run_and_says_so(root):
+    """A clone whose history lacks the previous run's commit: nothing is lost, the note says why."""
+    _commit_all(root, "v1")
+    out = root / "results" / "gpu-a"
+    unknown = fixture_result(root, gpu_slug="gpu-a")
+    unknown["git"]["commit"] = "f" * 40  # measured at a commit this history lacks
+    commit_run(unknown, out, "smoke", "run 1\n", root)
+    kernel = root / SOFTMAX
+    kernel.write_text(kernel.read_text() + "\n# edit\n")
+    new = fixture_result(root, gpu_slug="gpu-a", seed=1)
+    done = commit_run(new, out, "smoke", "run 2\n", root)
+    assert load(done.path).data["cases"] == new["cases"]
+    assert load(done.archived).data["git"]["commit"] == "f" * 40
+    assert any("not checked here" in n and "git fetch --unshallow" in n for n in done.notes)
+    with pytest.raises(CommitMissing, match="f{40} is not in the git history"):
+        load(done.archived).staleness(root)
+
+
+def test_archived_result_outside_git_fails_with_one_line(root):
+    _commit_all(root, "v1")
+    out = root / "results" / "gpu-a"
+    commit_run(fixture_result(root, gpu_slug="gpu-a"), out, "smoke", "run 1\n", root)
+    (root / SOFTMAX).write_text("# edited\n")
+    done = commit_run(fixture_result(root, gpu_slug="gpu-a"), out, "smoke", "run 2\n", root)
+    shutil.rmtree(root / ".git")  # an unpacked archive of the tree
+    with pytest.raises(CommitMissing, match="is not a git checkout") as err:
+        load(done.archived).staleness(root)
+    assert len(str(err.value).splitlines()) == 1
+
+
+def test_a_shallow_clone_names_the_missing_commit_and_how_to_fetch_it(root, monkeypatch, capsys):
+    """``git clone --depth 1`` lacks an archived result's commit: a clear error, then a fetch."""
+    v1 = _commit_all(root, "v1")
     out = root / "results" / "gpu-a"
     commit_run(fixture_result(root, gpu_slug="gpu-a"), out, "smoke", "run 1\n", root)
     kernel = root / SOFTMAX
-    kernel.write_text(kernel.read_text() + "\n# uncommitted edit, no git\n")
+    kernel.write_text(kernel.read_text() + "\n# faster\n")
+    _commit_all(root, "v2")
     done = commit_run(fixture_result(root, gpu_slug="gpu-a"), out, "smoke", "run 2\n", root)
-    assert done.missing_sources == [SOFTMAX]
-    assert any("reads as stale" in note for note in done.notes)
-    assert load(done.archived).staleness(root).changed == [SOFTMAX]
+    assert not done.changed_sources
+    _commit_all(root, "results")
+    clone = root.parent / "clone"
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", f"file://{root}", str(clone)],
+        check=True,
+        capture_output=True,
+    )
+    archived = clone / done.archived.relative_to(root)
+    with pytest.raises(CommitMissing) as err:
+        load(archived).staleness(clone)
+    message = str(err.value)
+    assert v1 in message and "git fetch --unshallow" in message and len(message.splitlines()) == 1
+    monkeypatch.setenv("KP_ROOT", str(clone))
+    assert main(["results"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines] == ["UNVERIFIED", "current"]
+    _git(clone, "fetch", "-q", "--unshallow")
+    assert load(archived).staleness(clone).current
+    assert main(["results"]) == 0
 
 
 def test_archiving_drops_older_sets_that_no_text_names(root):
     """Four runs, each after a kernel edit: the archive keeps the newest set and the named one."""
+    _commit_all(root, "v1")
     out = root / "results" / "gpu-a"
     kernel = root / SOFTMAX
     names = []
@@ -407,8 +500,9 @@ def test_archiving_drops_older_sets_that_no_text_names(root):
     assert names == [f"smoke-20261130T1{run}0000Z" for run in range(3)]
     archive = root / "results" / "archive" / "gpu-a"
     kept = sorted(p.name for p in archive.iterdir())
-    suffixes = (".json", ".log", ".sources")
-    assert kept == [f"{name}{suffix}" for name in (names[0], names[2]) for suffix in suffixes]
+    assert kept == [
+        f"{name}{suffix}" for name in (names[0], names[2]) for suffix in (".json", ".log")
+    ]
     assert any(f"dropped the archived {names[1]}" in note for note in done.notes)
 
 
@@ -426,19 +520,26 @@ def test_import_run_commits_a_fetched_result(root, tmp_path_factory):
         results.import_run(done.path, root)
 
 
-def test_git_state_without_git_uses_environment(root, monkeypatch):
-    assert results.git_state(root) == {"commit": None, "dirty": None}
-    monkeypatch.setenv("KP_GIT_COMMIT", "abc123")
+def test_git_state_needs_a_full_commit(root, monkeypatch):
+    with pytest.raises(UserError, match="not a git checkout.*KP_GIT_COMMIT"):
+        results.git_state(root)
+    monkeypatch.setenv("KP_GIT_COMMIT", "abc1234")
+    with pytest.raises(UserError, match="KP_GIT_COMMIT must be the full 40-hex commit"):
+        results.git_state(root)
+    monkeypatch.setenv("KP_GIT_COMMIT", "ab" * 20)
     monkeypatch.setenv("KP_GIT_DIRTY", "0")
-    assert results.git_state(root) == {"commit": "abc123", "dirty": False}
+    assert results.git_state(root) == {"commit": "ab" * 20, "dirty": False}
+    monkeypatch.delenv("KP_GIT_COMMIT")
+    head = _commit_all(root, "v1")
+    assert results.git_state(root) == {"commit": head, "dirty": False}
 
 
 def test_git_state_environment_wins_over_an_older_checkout(monkeypatch):
     """A GPU machine's copy has the .git of an earlier commit: the environment names the tree."""
-    assert results.git_state(REPO)["commit"] != "abc123"
-    monkeypatch.setenv("KP_GIT_COMMIT", "abc123")
+    assert results.git_state(REPO)["commit"] != "ab" * 20
+    monkeypatch.setenv("KP_GIT_COMMIT", "ab" * 20)
     monkeypatch.setenv("KP_GIT_DIRTY", "1")
-    assert results.git_state(REPO) == {"commit": "abc123", "dirty": True}
+    assert results.git_state(REPO) == {"commit": "ab" * 20, "dirty": True}
 
 
 # ---------------------------------------------------------- comparing runs

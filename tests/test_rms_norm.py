@@ -448,7 +448,7 @@ def test_row_vector_check_rejects_unpeeled_rows(monkeypatch):
     shape, dtype = (64, 1001), torch.float16
     aligned = _launches(monkeypatch, (64, 1008), dtype, "block")
     monkeypatch.setattr(
-        plans,
+        rms_mod,
         "row_vec",
         lambda elem, n, strides, unit=True: (plans.vec_width(elem, n, strides), False),
     )
@@ -571,8 +571,8 @@ def test_backward_launches_by_its_rule(plan, shape, launch, device, monkeypatch)
             False,
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="known: a block plan's row of 32 columns a thread spills 48 bytes "
-                "with the weight loaded each row (NOTES.md, v14 candidate)",
+                reason="known: a block plan's row of 32 columns a thread spills 44 bytes "
+                "with the weight loaded each row",
             ),
         ),
     ],
@@ -678,7 +678,7 @@ def test_rows_wider_than_2_20(plan, device):
 # 16-byte aligned: "peeled_row_gaps" (row stride 81, 65 + 16) and
 # "peeled_offset_start" (one element into the allocation, so no 16-byte base)
 # still peel them, and so does "batch_transposed" (rows copied contiguous);
-# the other layouts cannot (plans.row_vec).
+# the other layouts cannot (ops.peel.row_vec).
 PEELED_LAYOUTS = {"peeled_row_gaps", "peeled_offset_start", "batch_transposed"}
 LAYOUTS = {
     "transposed": ((65, 9), lambda t: t.t()),

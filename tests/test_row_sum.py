@@ -13,8 +13,6 @@ import pytest
 import torch
 from kp_testing import (
     assert_matches,
-    captured_launches,
-    global_memory_ops,
     poison,
     record_launches,
     views_past_2_31,
@@ -205,37 +203,6 @@ def test_block_plan_sums_narrow_rows_several_a_program(device, monkeypatch):
     assert_matches(_row_sum(x, "block"), reference.row_sum(x), torch.float16)
     [(name, grid, kw)] = launches
     assert (name, grid, kw["ROWS"], kw["num_warps"]) == ("_block_kernel", (38,), 4, 4)
-
-
-#: (plan, width): each plan at an aligned width and at widths whose rows are
-#: not 16-byte aligned (odd, and a multiple of 4 but not 8), which the kernels
-#: peel into a head, an aligned body and a tail.
-VECTOR_CASES = [
-    ("block", 1000),
-    ("block", 1001),
-    ("looped", 4096),
-    ("looped", 50257),
-    ("split", 4100),
-    ("split", 50257),
-]
-
-
-@pytest.mark.parametrize(("plan", "n_cols"), VECTOR_CASES)
-def test_rows_compile_to_16_byte_loads_at_any_width(plan, n_cols, monkeypatch):
-    """Every plan's row body loads 16-byte vectors on sm_90 (float16), aligned or not.
-
-    The launch is captured from the launcher (its ``VEC`` and ``PEEL``) and
-    compiled as Triton's launcher would. Aligned rows have no narrower load;
-    a peeled row's head and tail are its only 2-byte loads.
-    """
-    x = torch.empty(64, n_cols, dtype=torch.float16)
-    out = torch.empty(64, dtype=torch.float16)
-    chosen = plans.choose_for(x, plan)
-    [spec] = captured_launches(monkeypatch, [row_sum_mod], lambda: _launch_row_sum(x, out, chosen))
-    [ops] = global_memory_ops([spec])
-    assert spec["values"]["PEEL"] == (n_cols % 8 != 0)
-    assert "ld.global.v4.b32" in ops, ops
-    assert ("ld.global.b16" in ops) == spec["values"]["PEEL"], ops
 
 
 def test_custom_op_schema_and_autograd_registration(device):

@@ -23,9 +23,9 @@ import triton.language as tl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import ab_support  # noqa: E402
 import chunk_rules_fit as fitting  # noqa: E402
 import chunk_rules_sweep as chunk_sweep  # noqa: E402
+import copy_floor  # noqa: E402
 import specialization_sweep as spec  # noqa: E402
 from sweep_support import Counts  # noqa: E402
 
@@ -335,7 +335,7 @@ def _run_data(cells: dict, gpu: str = "h200") -> dict:
     return build_result(
         suite="chunk_rules_run1", gpu_slug=gpu, command="synthetic",
         started_utc="2026-01-01T00:00:00Z", finished_utc="2026-01-01T00:00:01Z",
-        git={"commit": None, "dirty": None}, sources={}, env=env,
+        git={"commit": "0" * 40, "dirty": None}, sources={}, env=env,  # no commit measured
         gpu_state={"before": state, "after": state, "busy_at_start": False},
         copy_bandwidth=copy_record(1 << 20, [1.0]),
         timing={"cache": "cold", "visits": 1, "seed": 1, "warmup_ms": 0, "notes": "synthetic"},
@@ -462,40 +462,18 @@ def test_impl_record_without_a_byte_count():
     assert rec["median_ms"] == 2.0 and rec["gbps"] is None and rec["pct_copy"] is None
 
 
-def test_ab_scripts_visit_settings_in_alternating_order(monkeypatch):
-    """Every setting gets every visit, odd visits in reverse; medians per setting."""
+def test_copy_floor_visits_the_calls_in_alternating_order(monkeypatch):
+    """Every call gets every visit, odd visits in reverse; medians per call."""
     order = []
 
     def fake_time_events(call, samples, *, flush, lead_ms):
         order.append(call())
         return [{"a": 1.0, "b": 2.0}[order[-1]]] * samples
 
-    monkeypatch.setattr(ab_support.timing, "time_events", fake_time_events)
-    medians = ab_support.interleaved_medians({"a": lambda: "a", "b": lambda: "b"}, None, 0.0)
-    assert order == ["a", "b", "b", "a"] * (ab_support.VISITS // 2)
+    monkeypatch.setattr(copy_floor.timing, "time_events", fake_time_events)
+    medians = copy_floor.interleaved_medians({"a": lambda: "a", "b": lambda: "b"}, None, 0.0)
+    assert order == ["a", "b", "b", "a"] * (copy_floor.VISITS // 2)
     assert medians == {"a": 1.0, "b": 2.0}
-
-
-def test_ab_settings_are_timed_checked_against_shipped_and_restored(monkeypatch):
-    """``compare_settings``: each setting's median and its outputs' largest difference
-    from the shipped setting's; the shipped setting is applied again at the end."""
-    knob = {"setting": None}
-    out = torch.zeros(3)
-
-    def call():
-        out.fill_({"shipped": 1.0, "other": 1.5}[knob["setting"]])
-        return knob["setting"]
-
-    def fake_time_events(call, samples, *, flush, lead_ms):
-        return [{"shipped": 2.0, "other": 3.0}[call()[1]]] * samples
-
-    monkeypatch.setattr(ab_support.timing, "time_events", fake_time_events)
-    monkeypatch.setattr(ab_support.timing, "lead_for", lambda call: 0.0)
-    timed = ab_support.compare_settings(
-        call, (out,), lambda s: knob.update(setting=s), ("other", "shipped"), "shipped", None
-    )
-    assert timed == {"shipped": (2.0, 0.0), "other": (3.0, 0.5)}
-    assert knob["setting"] == "shipped"
 
 
 def test_auto_rule_is_the_committed_fit():

@@ -42,6 +42,8 @@ from pathlib import Path
 import triton
 import triton.language as tl
 
+from kernel_portfolio.results.schema import COMMIT
+
 #: Compute capabilities probed by default: Ampere, Hopper, datacenter Blackwell,
 #: consumer Blackwell (RTX 50xx) and DGX Spark's GB10.
 CAPABILITIES = (80, 90, 100, 120, 121)
@@ -675,9 +677,10 @@ def validate_release_matrix(data: object, *, name: str = "matrix") -> dict:
     Schema version 1, written by ``scripts/triton_release_matrix.py``; it holds
     no timings. Top level: ``schema_version``, ``kind``
     (``"triton_release_matrix"``), ``command``, ``started_utc``,
-    ``finished_utc``, ``git`` (``commit``, ``dirty``), ``sources`` (repo path
-    to SHA-256 of LF-normalised bytes), ``host``, ``capabilities``, ``kernels``,
-    ``families``, ``log`` (file name of the raw log beside it) and
+    ``finished_utc``, ``git`` (``commit``, the full 40-hex one, and ``dirty``),
+    ``sources`` (repo path to SHA-256 of LF-normalised bytes), ``host``,
+    ``capabilities``, ``kernels``, ``families``, ``log`` (file name of the raw
+    log beside it) and
     ``releases``. Each release: ``version``; ``wheel`` (``filename``,
     ``sha256`` of the downloaded file, ``index_sha256`` the index published,
     ``url``, ``size_bytes``); ``status`` (``ok`` or ``failed``, e.g. no wheel);
@@ -694,6 +697,12 @@ def validate_release_matrix(data: object, *, name: str = "matrix") -> dict:
     keys = ("schema_version", "kind", "command", "started_utc", "finished_utc", "git")
     keys += ("sources", "host", "capabilities", "kernels", "families", "log", "releases")
     _require_keys(data, keys, name)
+    commit = data["git"].get("commit") if isinstance(data["git"], dict) else None
+    _require(
+        isinstance(commit, str) and COMMIT.fullmatch(commit) is not None,
+        f"{name}.git.commit",
+        "must be the full 40-hex commit the matrix ran at",
+    )
     _require(
         data["schema_version"] == MATRIX_SCHEMA_VERSION,
         f"{name}.schema_version",
@@ -747,7 +756,7 @@ def _format_table(rows: list[dict]) -> str:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from kernel_portfolio.cli import UserError
+    from kernel_portfolio.errors import UserError
 
     try:
         probes = probe(
@@ -764,7 +773,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_ptxas(args: argparse.Namespace) -> int:
-    from kernel_portfolio.cli import UserError
+    from kernel_portfolio.errors import UserError
 
     try:
         source = compile_probe(args.kernel, args.capability)

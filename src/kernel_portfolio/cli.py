@@ -11,13 +11,7 @@ import argparse
 import os
 import sys
 
-
-class UserError(Exception):
-    """A mistake the user can fix; printed as one line, exit code 2 by default."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
+from kernel_portfolio.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -360,28 +360,3 @@ def vec_width(elem_bytes: int, n_cols: int, row_strides: tuple[int, ...]) -> int
     while vec > 1 and any(v % vec for v in (n_cols, *row_strides)):
         vec //= 2
     return vec
-
-
-def row_vec(
-    elem_bytes: int, n_cols: int, row_strides: tuple[int, ...], unit_cols: bool = True
-) -> tuple[int, bool]:
-    """The ``VEC`` and ``PEEL`` kernel arguments: 16-byte accesses at any row alignment.
-
-    Where the width and every row stride are multiples of a full 16-byte
-    vector, rows start on a 16-byte boundary and this is ``(full, False)``:
-    :func:`vec_width`'s rule. A row of an odd width (50257 columns of
-    float16) starts on a boundary only every eighth row; :func:`vec_width`
-    then falls to 2-byte accesses. Instead, while the columns have unit
-    stride (``unit_cols``) and every row stride leaves the same remainder
-    modulo the full vector (each row of every tensor the kernel touches then
-    starts the same number of elements past a boundary), this is ``(full,
-    True)``: the kernels peel each row into a head of fewer than ``VEC``
-    columns, an aligned body of whole vectors and a tail of fewer than
-    ``VEC`` columns (:mod:`kernel_portfolio.ops.peel`), so the body moves in
-    16-byte vectors. Otherwise ``(vec_width(...), False)``.
-    """
-    vec = vec_width(elem_bytes, n_cols, row_strides)
-    full = max(1, 16 // elem_bytes)
-    if vec == full or not unit_cols or any((s - row_strides[0]) % full for s in row_strides):
-        return vec, False
-    return full, True

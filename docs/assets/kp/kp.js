@@ -4,16 +4,39 @@
  * Every chart is a <div class="kp-chart"> holding its plotly figure as JSON,
  * either inline (<template class="kp-chart-figure">, from notebooks) or in a
  * file next to the page (data-src, from generated pages). This script draws
- * them with the site's own plotly.min.js (loaded once, only on pages that have
- * a chart) after a hard load and after every instant navigation, and offers
+ * them with the site's own plotly.js (its cartesian bundle, loaded once, only
+ * on pages that have a chart) after a hard load and after every instant navigation, and offers
  * each figure's data for download. A chart that cannot be drawn says so in
  * place and logs an error: never a blank box.
  */
 (function () {
   "use strict";
 
-  var plotlyUrl = new URL("plotly.min.js", document.currentScript.src).href;
+  var plotlyUrl = new URL("plotly-cartesian.min.js", document.currentScript.src).href;
   var plotlyLoading = null;
+  // plotly.js inserts its CSS rules into a <style> of <head> once, when it loads;
+  // Material's instant navigation drops that element with the old page's head.
+  var PLOTLY_STYLE = "plotly.js-style-global";
+  var plotlyCss = null;
+
+  function keepPlotlyCss() {
+    var style = document.getElementById(PLOTLY_STYLE);
+    if (style && style.sheet) {
+      plotlyCss = Array.prototype.map
+        .call(style.sheet.cssRules, function (rule) { return rule.cssText; })
+        .join("\n");
+    }
+  }
+
+  function restorePlotlyCss() {
+    if (plotlyCss === null || document.getElementById(PLOTLY_STYLE)) {
+      return;
+    }
+    var style = document.createElement("style");
+    style.id = PLOTLY_STYLE;
+    style.textContent = plotlyCss;
+    document.head.appendChild(style);
+  }
 
   function loadPlotly() {
     if (window.Plotly) {
@@ -23,7 +46,10 @@
       plotlyLoading = new Promise(function (resolve, reject) {
         var script = document.createElement("script");
         script.src = plotlyUrl;
-        script.onload = function () { resolve(window.Plotly); };
+        script.onload = function () {
+          keepPlotlyCss();
+          resolve(window.Plotly);
+        };
         script.onerror = function () {
           plotlyLoading = null;
           reject(new Error("cannot load " + plotlyUrl));
@@ -89,6 +115,7 @@
   }
 
   function drawAll() {
+    restorePlotlyCss();
     document.querySelectorAll("div.kp-chart:not([data-kp-state])").forEach(draw);
   }
 

@@ -3,7 +3,8 @@
 ``kp bench`` checks and times a suite on the GPU and saves
 ``results/<gpu-slug>/<suite>.json`` with its log; ``--list`` and ``--dry-run``
 need no GPU. ``kp env`` prints the environment block a result records.
-``kp results`` lists the saved results and whether each is current or stale;
+``kp results`` lists the saved results, the commit each measured and whether
+each is current or stale (an archived one against the sources at its commit);
 ``kp results --import FILE`` commits a result measured on another machine.
 """
 
@@ -14,7 +15,7 @@ import json
 import shlex
 import sys
 
-from kernel_portfolio.cli import UserError
+from kernel_portfolio.errors import UserError
 
 #: Baselines that are packages of their own: implementation name -> what to install.
 OPTIONAL_BASELINES = {"liger": "Liger-Kernel: pip install -e '.[bench]'"}
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser("env", help="print the environment block a result records")
     env.set_defaults(func=_env)
 
-    results = sub.add_parser("results", help="list saved results: current or stale")
+    results = sub.add_parser("results", help="list saved results: their commit, current or stale")
     results.add_argument(
         "--import",
         dest="import_path",
@@ -160,6 +161,7 @@ def _env(args: argparse.Namespace) -> int:
 
 def _results(args: argparse.Namespace) -> int:
     from kernel_portfolio.results import (
+        CommitMissing,
         ResultError,
         import_run,
         load,
@@ -202,11 +204,18 @@ def _results(args: argparse.Namespace) -> int:
             bad += 1
             print(f"{result_id(path):<48} INVALID  {err}")
             continue
-        stale = res.staleness(root)
+        try:
+            stale = res.staleness(root)
+        except CommitMissing as err:
+            bad += 1
+            print(f"{res.id:<48} UNVERIFIED  {err}")
+            continue
         state = "current" if stale.current else "stale"
         changed = f"  changed: {', '.join(stale.changed)}" if stale.changed else ""
+        git = res.data["git"]
+        commit = git["commit"] + (" (dirty)" if git["dirty"] else "")
         print(
-            f"{res.id:<48} {state:<8} {res.data['finished_utc']}  "
+            f"{res.id:<48} {state:<8} {commit}  {res.data['finished_utc']}  "
             f"{len(res.data['cases'])} cases{changed}"
         )
     return 1 if bad else 0

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 
-from kernel_portfolio.cli import UserError
+from kernel_portfolio.errors import UserError
 
 #: Utilisation (percent) above which the GPU counts as busy at the start of a run.
 BUSY_UTIL_PCT = 10

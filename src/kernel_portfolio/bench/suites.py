@@ -400,6 +400,101 @@ _DEFAULT_CASES = (
     *grid("matmul", [(4096, 4096, 4096)], ("float32",), modes=("fwd",)),
 )
 
+# ---------------------------------------------------------------------------
+# The models suite: shapes of popular open models, beside the tuned-on cells.
+# Each width is taken from the model's published configuration (its
+# config.json on the Hugging Face Hub: ``vocab_size``, ``hidden_size``,
+# ``intermediate_size``, head counts).
+# ---------------------------------------------------------------------------
+
+#: Vocabulary widths: the rows of the logits a softmax (or a row sum) reduces.
+VOCAB_WIDTHS = {
+    30522: "BERT-base vocab_size (a multiple of 2, not of 8)",
+    32000: "Llama 2 and Mistral-7B-v0.1 vocab_size",
+    50257: "GPT-2 vocab_size (odd)",
+    51865: "Whisper vocab_size (odd)",
+    128256: "Llama 3 vocab_size",
+    151936: "Qwen2.5 vocab_size",
+}
+#: The aligned neighbour of each unaligned vocabulary width (rounded down to a
+#: multiple of 8): the row-op bar compares an unaligned width's bandwidth with it.
+ALIGNED_NEIGHBOURS = {n: n // 8 * 8 for n in VOCAB_WIDTHS if n % 8}
+#: Hidden sizes: the rows an RMSNorm (with or without the residual add) normalises.
+HIDDEN_WIDTHS = {
+    896: "Qwen2.5-0.5B hidden_size",
+    2048: "Llama-3.2-1B hidden_size",
+    3584: "Qwen2.5-7B hidden_size",
+    4096: "Llama-3-8B and Mistral-7B hidden_size",
+    5120: "Qwen2.5-14B hidden_size",
+    8192: "Llama-3-70B hidden_size",
+}
+#: Rows: tokens in a batch, from one (decoding) to a long prefill; against 132
+#: SMs these are a row a few SMs, a few rows an SM, and many waves of rows.
+MODEL_ROWS = (1, 32, 512, 4096, 16384)
+#: Projection layers of Llama-3-8B (hidden 4096, 32 query and 8 key-value heads
+#: of 128, intermediate 14336; Mistral-7B has the same), as ``(N, K)`` of
+#: ``x (M x K) @ W (K x N)``: attention output, fused QKV, MLP up/gate, MLP down.
+GEMM_LAYERS = {
+    (4096, 4096): "attention output projection",
+    (6144, 4096): "fused QKV projection (4096 + 2 x 1024)",
+    (14336, 4096): "MLP up and gate projections",
+    (4096, 14336): "MLP down projection",
+}
+#: Tokens in a batch for the projections: M from a decode step to a prefill,
+#: against tiles of 64 to 256 rows (384 is three 128-row tiles).
+GEMM_ROWS = (16, 64, 128, 256, 384, 1024, 4096, 16384)
+#: A row case this small (bytes of one tensor) is timed by CUDA-graph replay:
+#: microseconds of GPU work, which an event timer would bury under host cost.
+GRAPH_MAX_BYTES = 4 << 20
+
+
+def _timed_grid(op, shapes, dtypes, *, modes=MODES, compile_shapes=()) -> list[Case]:
+    """:func:`grid`, each shape with its timer (:data:`GRAPH_MAX_BYTES`), torch.compile
+    at ``compile_shapes`` (main dtype) on top of :data:`COMPILE_SHAPES`."""
+    cases = []
+    for shape in shapes:
+        timer = "cuda_graph" if shape[0] * shape[1] * 2 <= GRAPH_MAX_BYTES else "events"
+        for case in grid(op, [shape], dtypes, timer=timer, modes=modes):
+            impls = case.impls
+            if shape in compile_shapes and case.dtype == MAIN_DTYPE[op]:
+                impls += ("compile",)
+            cases.append(Case(case.op, case.mode, case.shape, case.dtype, case.timer, impls))
+    return cases
+
+
+_LOGITS = [(4096, n) for n in sorted({*VOCAB_WIDTHS, *ALIGNED_NEIGHBOURS.values()})]
+_LOGIT_ROWS = [(m, 50257) for m in MODEL_ROWS if m != 4096] + [(m, 128256) for m in (1, 32, 512)]
+_PAIRS = [(4096, n) for n in sorted({*ALIGNED_NEIGHBOURS, *ALIGNED_NEIGHBOURS.values()})]
+_COMPILED_PAIR = [(4096, 50257), (4096, 50256)]
+_HIDDEN = [(m, n) for n in HIDDEN_WIDTHS for m in (32, 4096, 16384)] + [(1, 4096), (1, 8192)]
+
+_MODELS_CASES = (
+    *_timed_grid(
+        "softmax", _LOGITS, ("float16",), compile_shapes=_COMPILED_PAIR + [(4096, 128256)]
+    ),
+    *_timed_grid("softmax", _LOGIT_ROWS, ("float16",)),
+    *_timed_grid("softmax", _COMPILED_PAIR, ("bfloat16",)),
+    *_timed_grid("row_sum", _LOGITS, ("float16",), modes=("fwd",), compile_shapes=_COMPILED_PAIR),
+    *_timed_grid("row_sum", _COMPILED_PAIR, ("float16",), modes=("fwdbwd",)),
+    *_timed_grid("row_sum", [(m, 50257) for m in (1, 32, 512)], ("float16",), modes=("fwd",)),
+    *(
+        case
+        for op in ("rms_norm", "residual_rms_norm")
+        for case in _timed_grid(
+            op, _HIDDEN + _PAIRS, ("bfloat16",), compile_shapes=_COMPILED_PAIR + [(4096, 4096)]
+        )
+    ),
+    *grid(
+        "matmul", [(m, n, k) for (n, k) in GEMM_LAYERS for m in GEMM_ROWS], _HALF, modes=("fwd",)
+    ),
+    *grid(
+        "matmul",
+        [(256, 4096, 4096), (4096, 4096, 4096), (256, 14336, 4096)],
+        ("bfloat16",),
+        modes=("fwdbwd",),
+    ),
+)
+
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
@@ -416,6 +511,27 @@ SUITES: dict[str, Suite] = {
                 "large add and row sum; GEMM fwdbwd runs in bfloat16 only, float32 at one "
                 "shape per op, fwd only for GEMM. GEMM has no torch or compile baseline: "
                 "torch.mm is the cublas baseline."
+            ),
+        ),
+        Suite(
+            "models",
+            "shapes of popular open models the default suite does not hold: vocabulary "
+            "widths (odd ones and their aligned neighbours), hidden sizes, 1 to 16384 rows, "
+            "Llama-3-8B projections for M from 16 to 16384",
+            _MODELS_CASES,
+            notes=(
+                "Widths from the models' published configurations (bench/suites.py names "
+                "each): softmax and row sum over vocabulary widths at 4096 rows and at 1 to "
+                "16384 rows (50257, 128256); RMSNorm and the residual RMSNorm over hidden "
+                "sizes at 32, 4096 and 16384 rows (and one row at 4096 and 8192), and over "
+                "the unaligned vocabulary widths and their aligned neighbours at 4096 rows "
+                "(the row-alignment class; not a "
+                "model's norm width); GEMM at Llama-3-8B's four projections for M from 16 to "
+                "16384, forward in float16 and bfloat16, forward+backward in bfloat16 at "
+                "three shapes. Liger-Kernel runs at the main dtype wherever it can "
+                "(rows up to 65536 columns); torch.compile at the 50257/50256 pair, softmax "
+                "128256 and RMSNorm 4096x4096. Cases of up to 4 MiB a tensor are timed by "
+                "CUDA-graph replay (warm L2)."
             ),
         ),
         Suite(

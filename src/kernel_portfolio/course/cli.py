@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernel_portfolio.cli import UserError
 from kernel_portfolio.course import EXERCISES, exercise, packaged_file
+from kernel_portfolio.errors import UserError
 
 #: A check that runs longer than this is stopped (a kernel loop that never ends).
 CHECK_TIMEOUT_S = 120

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kernel_portfolio.cli import UserError
+from kernel_portfolio.errors import UserError
 from kernel_portfolio.evidence import gate
 
 

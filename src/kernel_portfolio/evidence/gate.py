@@ -1,23 +1,39 @@
 """The evidence gate: no measured-looking figure on the site without a saved result.
 
 :func:`check_site` reads every built HTML page (Markdown pages, executed
-notebooks, API pages, generated pages) and fails on:
+notebooks, API pages, generated pages): its text, the attributes a browser
+shows (:data:`SHOWN_ATTRIBUTES`: ``alt``, ``title``, ``aria-label``,
+``placeholder``) and the text each of its charts draws (from the figure JSON
+inline in the page or in the file beside it: titles, annotations, trace names,
+the words of hover and text templates; see :func:`scan_figure`). It fails on:
 
 * a **measured-looking figure outside a claim**: a number with a time unit
   (ns, us, µs, ms, s), a bandwidth or throughput unit (GB/s, TB/s, TFLOP/s,
   FLOP/s), a speed-up (``1.8x``, ``1.8×``, "1.8 times faster", "a speed-up of
-  1.8"), a percentage next to a bandwidth or baseline word ("91% of copy
+  1.8"), a speed-up in words ("twice as fast", "three times slower", "halves
+  the time", "a third of the time", "a threefold speed-up"; only time, speed,
+  throughput, bandwidth, latency and duration count, so "twice the bytes" is
+  arithmetic), a percentage next to a bandwidth or baseline word ("91% of copy
   bandwidth", "80% of cuBLAS"), or any number in a table column whose header
   carries such a unit or names a measured cost ("host cost", "peak memory").
   Code blocks are scanned too: a hand-typed timing in a
   code block is still a hand-typed timing. Navigation menus are skipped
-  because they repeat titles that are scanned on their own pages;
+  because they repeat titles that are scanned on their own pages. A chart's
+  data (coordinates, per-point text, custom data, tick values) is data, not
+  prose, and is not read;
 * a **claim** (``a.kp-claim``) that names a missing result, case or
   implementation, whose shown text or ``data-value`` differs from the saved
   value (tampered), whose link does not lead to its evidence, or that quotes a
   **stale** case (a source it depends on changed since it was measured). An
   archived result (``archive/...``) is quoted as a record of the past: it is
-  judged against the sources kept beside it, not against today's files;
+  judged against the files at its recorded commit in git, not against today's
+  files (a clone whose history lacks that commit fails with how to fetch it).
+  Where no link can go (an attribute, a chart's text) a claim shows its text,
+  and the element (``data-kp-claims``) or the figure (``layout.meta["kp-claims"]``)
+  lists it (see :mod:`kernel_portfolio.evidence.quote`): it is judged the
+  same way, but for the link, and one that the element or figure does not
+  show, or a list that does not parse, fails too. Only the listing element or
+  figure may show it: the same figure typed elsewhere is hand-typed;
 * an **evidence value** (``span.kp-value``) anywhere but the generated
   evidence pages of its own result (``evidence/<id>/`` and its per-operator
   detail pages), or whose text differs from the value the JSON pointer names
@@ -35,6 +51,8 @@ notebooks, API pages, generated pages) and fails on:
   name a bar and its baseline, or whose text differs from the shortfall
   recomputed from the saved values it names like a claim (checked, linked and
   judged stale like one);
+* a chart whose text cannot be read (its figure JSON does not parse, or its
+  file is missing);
 * a results file that does not validate (edited values or hashes);
 * a resource loaded from another host (script, stylesheet, image, frame,
   ``import()`` or ``url()``): the site must work offline;
@@ -48,8 +66,11 @@ the evidence index publishes it.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import fnmatch
 import functools
+import html
+import json
 import math
 import multiprocessing
 import os
@@ -64,6 +85,8 @@ import yaml
 from kernel_portfolio.bench import targets
 from kernel_portfolio.evidence import htmltree
 from kernel_portfolio.evidence.quote import (
+    CLAIMS_ATTRIBUTE,
+    FIGURE_CLAIMS,
     Claim,
     case_anchor,
     format_value,
@@ -79,22 +102,65 @@ _MASK = "\ufffc"  # stands in for a claim's text: no pattern can match across it
 _NUM = r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?"
 _SP = r"[\s-]?"
 _TIME_UNITS = r"ns|us|µs|μs|ms|s|secs?|seconds?|milliseconds?|microseconds?|nanoseconds?"
-_PATTERNS = {
-    "time": re.compile(rf"(?P<num>{_NUM}){_SP}(?P<unit>{_TIME_UNITS})(?![\w/])"),
-    "bandwidth": re.compile(
-        rf"(?P<num>{_NUM}){_SP}(?P<unit>[kKMGTP]i?B/s(?:ec)?|[kKMGTP]?i?Bps)(?!\w)"
+# A speed-up or slow-down in words: a factor in words before a comparison, a
+# verb that halves or doubles a measured quantity (or that quantity doing so), a
+# fraction of one, an n-fold speed-up, orders of magnitude faster, a speed-up
+# or a factor "of about" a number. Only time, speed, throughput, bandwidth,
+# latency, run time and duration count: "twice the bytes" or "the row is read
+# twice" is arithmetic, not a measurement.
+_NUMBER_WORD = (
+    r"(?:(?:one|two)\s+and\s+a\s+half|two|three|four|five|six|seven|eight|nine|ten|eleven"
+    r"|twelve|fifteen|twenty|thirty|forty|fifty|(?:a\s+)?hundred|(?:a\s+)?thousand)"
+)
+_MEASURED = r"(?:speed|throughput|bandwidth|time|latency|run\s?time|duration)s?"
+_OWNER = r"(?:the|its|their|our)\s+"
+_QUALIFIER = r"(?:(?:about|around|roughly|nearly|almost|over|under|at\s+least|up\s+to)\s+)?"
+_FACTOR = rf"(?:twice|thrice|{_NUMBER_WORD}\s+times|{_NUM}\s+times)"
+_WORDS = re.compile(
+    rf"\b{_FACTOR}\s+(?:as\s+(?:fast|quick|slow)|faster|slower|quicker|{_OWNER}{_MEASURED})\b"
+    rf"|\b(?:halv|doubl|tripl|quadrupl)(?:es|ed|ing|e)\s+(?:{_OWNER})?{_MEASURED}\b"
+    rf"|\b{_MEASURED}\s+(?:halv|doubl|tripl|quadrupl)(?:es|ed)\b"
+    r"|\b(?:half|(?:a|one)\s+(?:third|quarter|fifth|tenth)|two\s+thirds|three\s+quarters)"
+    rf"\s+(?:of\s+)?{_OWNER}{_MEASURED}\b"
+    rf"|\b(?:(?:two|three|four|five|six|seven|eight|nine|ten|hundred|thousand)-?fold|{_NUM}-fold)"
+    r"\s+(?:speed-?ups?|slow-?downs?|faster|slower|quicker)\b"
+    r"|\borders?\s+of\s+magnitude\s+(?:faster|slower|quicker)\b"
+    rf"|\b(?:speed-?ups?|slow-?downs?)\s+(?:of|is|was)\s+{_QUALIFIER}(?:{_NUMBER_WORD}|twice|{_NUM})\b"
+    rf"|\b(?:faster|slower|speeds?\s+up|sped\s+up|slows?\s+down)\s+by\s+(?:a\s+factor\s+of\s+)?"
+    rf"{_QUALIFIER}(?:{_NUMBER_WORD}|{_NUM})(?![\w%.])"
+    rf"|\ba\s+factor\s+of\s+{_QUALIFIER}(?:{_NUMBER_WORD}|{_NUM})\s+(?:faster|slower|quicker)\b",
+    re.I,
+)
+#: Every match of ``_WORDS`` holds one of these (lower-cased) and is at least
+#: 10 characters long; a block without any skips that pattern, the slowest by
+#: far, and most blocks (a table cell, a line of code) hold none.
+_WORD_HINTS = ("twice", "thrice", "times", "halv", "doubl", "tripl", "quadrupl", "half", "third",
+               "quarter", "fifth", "tenth", "fold", "magnitude", "speed", "sped", "slow", "factor",
+               "faster")  # fmt: skip
+#: (kind, pattern) of each measured-looking figure; a figure is reported under
+#: the first that finds it.
+_PATTERNS = (
+    ("time", re.compile(rf"(?P<num>{_NUM}){_SP}(?P<unit>{_TIME_UNITS})(?![\w/])")),
+    (
+        "bandwidth",
+        re.compile(rf"(?P<num>{_NUM}){_SP}(?P<unit>[kKMGTP]i?B/s(?:ec)?|[kKMGTP]?i?Bps)(?!\w)"),
     ),
-    "throughput": re.compile(
-        rf"(?P<num>{_NUM}){_SP}(?P<unit>(?i:[kmgtp]?flop/?s|[kmgtp]?flops))(?!\w)"
+    (
+        "throughput",
+        re.compile(rf"(?P<num>{_NUM}){_SP}(?P<unit>(?i:[kmgtp]?flop/?s|[kmgtp]?flops))(?!\w)"),
     ),
-    "speedup": re.compile(
-        rf"(?P<num>{_NUM})(?:[x×](?![\w])(?!\s*\d)|\s?×(?!\s*[\w(])"
-        r"|\s?[x×]\s+(?=(?:faster|slower|quicker|better|worse|speed|the\b))"
-        r"|\s+times\s+(?=(?:faster|slower|quicker|better|worse|as\s+fast|the\s+speed)))"
-        rf"|(?i:speed-?ups?)\s*(?:of|is|was|=|:)?\s*(?P<num2>{_NUM})"
+    (
+        "speedup",
+        re.compile(
+            rf"(?P<num>{_NUM})(?:[x×](?![\w])(?!\s*\d)|\s?×(?!\s*[\w(])"
+            r"|\s?[x×]\s+(?=(?:faster|slower|quicker|better|worse|speed|the\b))"
+            r"|\s+times\s+(?=(?:faster|slower|quicker|better|worse|as\s+fast|the\s+speed)))"
+            rf"|(?i:speed-?ups?)\s*(?:of|is|was|=|:)?\s*(?P<num2>{_NUM})"
+        ),
     ),
-    "percent": re.compile(rf"(?P<num>{_NUM})\s?(?:%|percent\b)"),
-}
+    ("speedup", _WORDS),
+    ("percent", re.compile(rf"(?P<num>{_NUM})\s?(?:%|percent\b)")),
+)
 _PERCENT_CONTEXT = re.compile(
     r"copy|bandwidth|peak|roofline|hbm|dram|cublas|torch|liger|compile|baseline"
     r"|speed[- ]of[- ]light|throughput|faster|slower|speed-?up|gb/s|tflop",
@@ -248,6 +314,12 @@ class PageScan:
     targets: list[tuple[dict[str, str], str]] = field(default_factory=list)
     values: list[tuple[dict[str, str], str]] = field(default_factory=list)
     external: list[str] = field(default_factory=list)
+    #: What the gate could not read or that is wrong in itself (a list of claims
+    #: that does not parse, a chart file that is missing).
+    errors: list[str] = field(default_factory=list)
+    #: Chart figure files the page draws, ``(site path, "chart 'name'")``, not yet read
+    #: (:func:`read_charts` reads them).
+    charts: list[tuple[str, str]] = field(default_factory=list)
 
 
 def find_figures(text: str) -> list[Figure]:
@@ -260,8 +332,11 @@ def find_figures(text: str) -> list[Figure]:
         Each figure with its kind and some surrounding context.
     """
     text = re.sub(r"\s+", " ", text)
+    lowered = text.lower() if len(text) >= 10 else ""
     found: list[tuple[int, int, str]] = []
-    for kind, pattern in _PATTERNS.items():
+    for kind, pattern in _PATTERNS:
+        if pattern is _WORDS and not any(hint in lowered for hint in _WORD_HINTS):
+            continue
         for m in pattern.finditer(text):
             if kind == "percent":
                 window = text[max(0, m.start() - 40) : m.end() + 60]
@@ -320,8 +395,13 @@ def scan_page(url: str, source: str) -> PageScan:
             return
         if node.tag in _SKIP or node.tag == "nav":
             return
-        if _is_claim(node):
-            scan.claims.append((node.attrs, node.text()))
+        if not _READ_ATTRIBUTES.isdisjoint(node.attrs):
+            _scan_attributes(node, scan)
+        if "kp-chart" in node.attrs.get("class", "") and "kp-chart" in node.classes:
+            _scan_chart(node, scan)
+        if _is_claim(node):  # a link (LISTED_IN marks only the claims a chart or element lists)
+            attrs = {k: v for k, v in node.attrs.items() if k != LISTED_IN}
+            scan.claims.append((attrs, node.text()))
             buffer.append(_MASK)
             return
         if _is_target(node):
@@ -349,6 +429,221 @@ def scan_page(url: str, source: str) -> PageScan:
 
     walk(body, {})
     flush()
+    return scan
+
+
+# ------------------------------------------- text shown outside the page's text
+
+#: Attributes whose text a browser shows: an image's alt text (when it does not
+#: load, and to a screen reader), a tooltip, a label read aloud, an input's hint.
+SHOWN_ATTRIBUTES = ("alt", "title", "aria-label", "placeholder")
+_READ_ATTRIBUTES = frozenset((*SHOWN_ATTRIBUTES, CLAIMS_ATTRIBUTE))
+#: Key of a scanned claim's attributes naming the chart or element that lists it
+#: (absent for a link, :func:`scan_page` drops it from one).
+LISTED_IN = "data-kp-in"
+#: Keys of a plotly figure whose string a chart draws: titles (of the figure, an
+#: axis, a colour bar, a legend), annotation, shape-label and trace text set for
+#: all points, trace names, menu and slider labels, the slider's prefix and suffix.
+_FIGURE_TEXT = frozenset(("title", "text", "name", "label", "prefix", "suffix", "hovertext"))
+#: Keys of a plotly figure holding templates: literal text around ``%{...}``
+#: placeholders (a string, or one per point).
+_FIGURE_TEMPLATES = frozenset(("hovertemplate", "texttemplate"))
+_PLACEHOLDER = re.compile(r"%\{[^{}]*\}")
+_BREAK = re.compile(r"<br\s*/?>", re.I)
+_PSEUDO_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+
+
+def _listed_claims(listed: object, where: str, scan: PageScan) -> list[Claim]:
+    """The claims a list of records names (an attribute's JSON or a figure's meta)."""
+    if isinstance(listed, str):
+        try:
+            listed = json.loads(listed)
+        except ValueError:
+            listed = None
+    if not isinstance(listed, list):
+        scan.errors.append(f"{where}: its list of claims is not a JSON list of claim records")
+        return []
+    claims = []
+    for record in listed:
+        try:
+            claims.append(Claim.from_record(record))
+        except ValueError as err:
+            scan.errors.append(f"{where}: {err}")
+    return claims
+
+
+def _mask_claims(text: str, claims: list[Claim]) -> tuple[str, set[int]]:
+    """``text`` with each listed claim's text masked where it stands whole; which were found."""
+    found = set()
+    for i, claim in enumerate(claims):
+        if not claim.text:
+            continue
+        shown = r"\s+".join(map(re.escape, claim.text.split()))
+        text, n = re.subn(rf"(?<![\d.,]){shown}(?!\d)", _MASK, text)
+        if n:
+            found.add(i)
+    return text, found
+
+
+def _add_listed(claims: list[Claim], found: set[int], where: str, scan: PageScan) -> None:
+    """Record the claims a chart or an element lists; one it does not show is an error."""
+    for i, claim in enumerate(claims):
+        scan.claims.append(({**claim.data_attrs(), LISTED_IN: where}, claim.text))
+        if i not in found:
+            scan.errors.append(
+                f"{where} lists the claim {_show(claim.text)} ({claim.result_id} "
+                f"{claim.case_id} {claim.stat}) but does not show it"
+            )
+
+
+def _scan_attributes(node: htmltree.Node, scan: PageScan) -> None:
+    """Figures in the attributes a browser shows; claims there are listed in data-kp-claims."""
+    shown = [(name, node.attrs[name]) for name in SHOWN_ATTRIBUTES if node.attrs.get(name)]
+    listed = node.attrs.get(CLAIMS_ATTRIBUTE)
+    where = f"<{node.tag}>"
+    claims = (
+        [] if listed is None else _listed_claims(listed, f"{CLAIMS_ATTRIBUTE} of {where}", scan)
+    )
+    found: set[int] = set()
+    for name, value in shown:
+        masked, hits = _mask_claims(value, claims)
+        found |= hits
+        scan.figures.extend(
+            Figure(f.kind, f.text, f"{name} of {where}: {f.context}") for f in find_figures(masked)
+        )
+    _add_listed(claims, found, f"an attribute of {where}", scan)
+
+
+def _scan_chart(node: htmltree.Node, scan: PageScan) -> None:
+    """A chart's figure: read now when inline, set aside for :func:`read_charts` when a file."""
+    where = f"chart {node.attrs.get('data-name', '')!r}"
+    inline = [c for c in node.children if isinstance(c, htmltree.Node) and c.tag == "template"]
+    if inline:
+        scan_figure(inline[0].text(), where, scan)
+        return
+    src = node.attrs.get("data-src", "")
+    if not src or _EXTERNAL.match(src) or src.startswith("/"):
+        scan.errors.append(f"{where} draws {src!r}, not a figure file of this site")
+        return
+    base = scan.url if scan.url.endswith("/") else posixpath.dirname(scan.url)
+    scan.charts.append((posixpath.normpath(posixpath.join(base, src)), where))
+
+
+def _drawn_text(node: object, path: str = ""):
+    """``(key path, text)`` of each string a plotly figure draws as text.
+
+    Lists are followed only into their mappings (traces, annotations, buttons):
+    a list of values is data (coordinates, per-point text and hover text,
+    custom data, tick values and labels). Strings of ``meta`` count, as text
+    templates show them; the claims listed there do not.
+    """
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            if isinstance(item, dict):
+                yield from _drawn_text(item, f"{path}[{i}]")
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        at = f"{path}.{key}" if path else key
+        if key == "meta":
+            yield from _strings(value, at)
+        elif key in _FIGURE_TEMPLATES:
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str):
+                    yield at, text
+        elif key in _FIGURE_TEXT and isinstance(value, str):
+            yield at, value
+        elif isinstance(value, (dict, list)):
+            yield from _drawn_text(value, at)
+
+
+def _strings(node: object, path: str):
+    """``(key path, string)`` of every string in ``node``, but the claims a figure lists."""
+    if isinstance(node, str):
+        yield path, node
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _strings(item, f"{path}[{i}]")
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key != FIGURE_CLAIMS:
+                yield from _strings(value, f"{path}.{key}")
+
+
+def _plotly_text(text: str) -> str:
+    """What plotly draws of a string: placeholders masked (data), tags dropped, entities read."""
+    return html.unescape(_PSEUDO_TAG.sub("", _BREAK.sub(" ", _PLACEHOLDER.sub(_MASK, text))))
+
+
+def scan_figure(source: str, where: str, scan: PageScan) -> None:
+    """Read the text a chart draws from its plotly figure JSON into ``scan``.
+
+    The figure lists the claims its text shows in ``layout.meta["kp-claims"]``
+    (:func:`kernel_portfolio.charts.figure_json` writes them); those are checked
+    like any claim, and any other measured-looking figure in its text is a
+    hand-typed one.
+
+    Args:
+        source: The figure JSON.
+        where: How messages name the chart (``chart 'softmax'``).
+        scan: The scan of the page that draws it.
+    """
+    try:
+        figure = json.loads(source)
+    except ValueError as err:
+        scan.errors.append(f"{where}: its figure JSON does not parse ({err}); its text is unread")
+        return
+    if not isinstance(figure, dict):
+        scan.errors.append(f"{where}: its figure JSON is not an object; its text is unread")
+        return
+    layout = figure.get("layout")
+    meta = layout.get("meta") if isinstance(layout, dict) else None
+    claims = []
+    if isinstance(meta, dict) and FIGURE_CLAIMS in meta:
+        claims = _listed_claims(meta[FIGURE_CLAIMS], f"{where} layout.meta", scan)
+    found: set[int] = set()
+    for path, text in _drawn_text(figure):
+        masked, hits = _mask_claims(_plotly_text(text), claims)
+        found |= hits
+        scan.figures.extend(
+            Figure(f.kind, f.text, f"{where} {path}: {f.context}") for f in find_figures(masked)
+        )
+    if len(found) < len(claims):  # shown in the data (a bar's text), which is not read as prose
+        for _, text in _strings(figure.get("data"), "data"):
+            found |= _mask_claims(text, claims)[1]
+    _add_listed(claims, found, where, scan)
+
+
+def read_charts(site: Path, scan: PageScan) -> PageScan:
+    """The page's scan with the text of the chart files it draws (read from ``site``)."""
+    if not scan.charts:
+        return scan
+    charts = PageScan(scan.url)
+    for src, where in scan.charts:
+        try:
+            source = (Path(site) / src).read_text(encoding="utf-8")
+        except OSError as err:
+            charts.errors.append(f"{where}: its figure file {src} cannot be read ({err.strerror})")
+            continue
+        read = _figure_scan(source, f"{where} ({src})")
+        charts.figures += read.figures
+        charts.claims += read.claims
+        charts.errors += read.errors
+    return dataclasses.replace(
+        scan,
+        figures=scan.figures + charts.figures,
+        claims=scan.claims + charts.claims,
+        errors=scan.errors + charts.errors,
+        charts=[],
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _figure_scan(source: str, where: str) -> PageScan:
+    """A chart file's scan (a function of the two; cached like the pages' scans)."""
+    scan = PageScan("")
+    scan_figure(source, where, scan)
     return scan
 
 
@@ -430,7 +725,8 @@ def scan_site(site: Path) -> list[PageScan]:
     forks (the parse is pure Python and the evidence pages are large). A page
     whose URL and HTML were scanned before in this process is not parsed again
     (the scan is a function of the two; :func:`judge` only reads it), which
-    keeps repeated checks of one large site, as in the tests, cheap.
+    keeps repeated checks of one large site, as in the tests, cheap. The chart
+    files each page draws are read into its scan (:func:`read_charts`).
     """
     site = Path(site)
     pages = [
@@ -444,7 +740,7 @@ def scan_site(site: Path) -> list[PageScan]:
             _SCANS.update(zip(todo, pool.map(_scan, todo, chunksize=4), strict=True))
     else:
         _SCANS.update((page, _scan(page)) for page in todo)
-    scans = [_SCANS[page] for page in pages]
+    scans = [read_charts(site, _SCANS[page]) for page in pages]
     for page in pages:  # most recently used last; the oldest go beyond the bound
         _SCANS[page] = _SCANS.pop(page)
     while len(_SCANS) > _SCANS_KEPT:
@@ -497,9 +793,7 @@ class ResultSet:
             base = self.root / "results"
             self._ids = [result_id(p) for p in paths]
             self._others = sorted(
-                p
-                for p in (base.rglob("*.json") if base.is_dir() else [])
-                if p not in paths and not any(x.endswith(".sources") for x in p.parts)
+                p for p in (base.rglob("*.json") if base.is_dir() else []) if p not in paths
             )
         return self._ids, self._others
 
@@ -521,7 +815,14 @@ class ResultSet:
         return self._errors.get(result_id, "")
 
     def changed(self, result_id: str, case_id: str) -> list[str]:
-        """Sources of a case that changed since it was measured ([] when current)."""
+        """Sources of a case that changed since it was measured ([] when current).
+
+        An archived result's are read at its commit, once per result.
+
+        Raises:
+            kernel_portfolio.results.CommitMissing: the git history lacks an
+                archived result's commit.
+        """
         key = (result_id, case_id)
         if key not in self._stale:
             staleness = self.get(result_id).case_staleness(case_id, self.root, self._digests)
@@ -674,6 +975,8 @@ def judge(
 
         for resource in scan.external:
             fail(f"loads a resource from another host: {resource}")
+        for error in scan.errors:
+            fail(error)
         seen: set[tuple[str, str]] = set()
         for figure in scan.figures:
             if (figure.text, figure.context) in seen:
@@ -693,13 +996,15 @@ def judge(
                 stale.setdefault((record.result_id, record.case_id), []).append(record.text)
         for (result_id, case_id), texts in stale.items():
             what = (
-                "its archived sources" if result_id.startswith("archive/") else "files it measured"
+                "the files at its commit differ from the hashes it recorded"
+                if result_id.startswith("archive/")
+                else "files it measured changed since the run"
             )
             fail(
                 f"{len(texts)} claim(s) on {result_id} {case_id} ({', '.join(map(_show, texts))})"
-                f" are stale: {what} changed since the run "
-                f"({', '.join(results.changed(result_id, case_id))}); measure again with "
-                "`kp bench`, or quote an archived result kept with its sources"
+                f" are stale: {what} ({', '.join(results.changed(result_id, case_id))}); "
+                "measure again with `kp bench`, or quote an archived result (results/archive/, "
+                "judged against the sources at its commit)"
             )
         for attrs, text in scan.targets:
             _judge_target(scan.url, attrs, text, results, fail)
@@ -755,8 +1060,14 @@ def _quoted(attrs: dict[str, str]) -> tuple[str, str, str, str, str | None, str]
 
 
 def _judge_claim(url, attrs, text, results: ResultSet, fail) -> ClaimRecord:
+    """Check a claim: a link, or one listed by the chart or element whose text shows it.
+
+    A listed claim (:data:`LISTED_IN` names where) is not a link: it is
+    checked like one, but for the link.
+    """
     result_id, case_id, stat, impl, baseline, named = _quoted(attrs)
-    label = f"claim {text!r} ({named})"
+    where = attrs.get(LISTED_IN)
+    label = f"claim {text!r} ({named})" + (f" in {where}" if where else "")
     record = dict(
         page=url,
         text=text,
@@ -781,12 +1092,15 @@ def _judge_claim(url, attrs, text, results: ResultSet, fail) -> ClaimRecord:
         shown_value = float(attrs.get("data-value", "nan"))
     except ValueError:
         shown_value = math.nan
-    if text != claim.text or not math.isclose(shown_value, claim.value, rel_tol=1e-12):
+    # (the same figure whatever its spaces: Markdown turns the no-break one of a title into one)
+    if _norm(text) != _norm(claim.text) or not math.isclose(
+        shown_value, claim.value, rel_tol=1e-12
+    ):
         fail(
             f"{label} differs from the saved value {_show(claim.text)} ({claim.value!r}): tampered"
         )
         status = "invalid"
-    why = _check_href(url, attrs.get("href", ""), result_id, case_id)
+    why = None if where else _check_href(url, attrs.get("href", ""), result_id, case_id)
     if why:
         fail(f"{label} {why}")
         status = "invalid"

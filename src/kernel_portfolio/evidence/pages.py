@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import posixpath
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -41,6 +42,10 @@ PAGE_ROWS = 800
 #: they would dominate with per-plan tables (and whose build time they did); the
 #: run's evidence page and the case anchors that link to them stay searchable.
 _UNSEARCHED = ["---", "search:", "  exclude: true", "---", ""]
+#: A run whose Benchmarks page would weigh more bytes than this has its tables on a
+#: page per operator (``benchmarks/<gpu>/<stem>/<op>.md``), its page keeping the
+#: picture and a count of the targets met: no page should pass a megabyte.
+BENCH_PAGE_BYTES = 750_000
 
 
 @dataclass(frozen=True)
@@ -128,18 +133,24 @@ def raw_names(result_id: str, data: dict) -> tuple[str, str | None]:
 # ------------------------------------------------------------ evidence pages
 
 
-def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> list[GeneratedFile]:
+def evidence_page(
+    result_id: str, data: dict, stale: dict[str, list[str]], repo_url: str | None = None
+) -> list[GeneratedFile]:
     """The evidence page of one result, and its chart files.
 
     Args:
         result_id: Result id.
         data: The result's data.
-        stale: For each stale case id, the sources that changed since the run.
+        stale: For each stale case id, the sources that changed since the run
+            (for an archived result: whose file at its commit differs).
+        repo_url: The repository's web address (``repo_url`` of ``mkdocs.yml``):
+            each source links to its file at the run's commit there. Without
+            it the page shows the ``git show COMMIT:PATH`` that prints the file.
 
     Returns:
-        The page (``evidence/<id>.md``), one samples chart JSON per operator
-        (per detail page when split), and for a result of more than
-        :data:`PAGE_ROWS` implementation records its detail pages.
+        The page (``evidence/<id>.md``), its samples chart JSON, and for a
+        result of more than :data:`PAGE_ROWS` implementation records its
+        detail pages.
     """
     raw_json, raw_log = raw_names(result_id, data)
     here = posixpath.dirname(f"evidence/{result_id}.md")
@@ -166,22 +177,29 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
     if archived:
         lines += [
             '!!! note "Archived result"',
-            "    This run was superseded. It is kept with the exact sources it measured, "
-            "so it stays quotable as a record of the past.",
+            "    This run was superseded. Git keeps the sources it measured at its commit, "
+            "and the build checks the hashes it recorded against those files (Sources, "
+            "below), so it stays quotable as a record of the past.",
             "",
         ]
     if stale:
         lines += [
             '!!! warning "Stale cases"',
-            f"    {len(stale)} case(s) depend on sources that changed since this run; "
-            "the site refuses to quote them until they are measured again.",
+            f"    {len(stale)} case(s) depend on sources "
+            + (
+                "whose files at the run's commit differ from the hashes it recorded"
+                if archived
+                else "that changed since this run"
+            )
+            + "; the site refuses to quote them until they are measured again.",
             "",
         ]
     run_rows = [
         ("command", f"<code>{_text(result_id, data, 'command')}</code>"),
         (
             "commit",
-            f"<code>{_esc(git.get('commit'))}</code>" + (" (dirty)" if git.get("dirty") else ""),
+            f"<code>{_text(result_id, data, 'git', 'commit')}</code>"
+            + (" (dirty: the tree had uncommitted changes)" if git.get("dirty") else ""),
         ),
         ("started (UTC)", _esc(data.get("started_utc", ""))),
         ("finished (UTC)", _esc(data.get("finished_utc", ""))),
@@ -233,8 +251,10 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
             )
         )
     lines += ["## Run", "", _table(None, run_rows), ""]
+    lines += _sources_section(result_id, data, archived, repo_url)
 
     files: list[GeneratedFile] = []
+    lines += _samples_section(result_id, data, raw_json, here, files)
     cases = list(enumerate(data.get("cases", [])))
     split = sum(len(case.get("impls", {})) for _, case in cases) > PAGE_ROWS
     page = f"evidence/{result_id}.md"
@@ -242,7 +262,7 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
         lines += [f"## {op}", ""]
         in_op = [(i, case) for i, case in cases if case["op"] == op]
         if not split:
-            lines += _op_sections(result_id, data, op, in_op, stale, page, files)
+            lines += _op_sections(result_id, data, in_op, stale)
             continue
         parts = _parts(in_op)
         where: dict[str, str] = {}
@@ -258,7 +278,7 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
                 f"[{result_id}]({posixpath.relpath(page, posixpath.dirname(detail))})"
                 ", the run's evidence page (environment, raw JSON, raw log).",
                 "",
-                *_op_sections(result_id, data, op, part, stale, detail, files, chart=name),
+                *_op_sections(result_id, data, part, stale),
             ]
             files.append(GeneratedFile(detail, "\n".join(body)))
             where.update((case["id"], name) for _, case in part)
@@ -278,6 +298,39 @@ def evidence_page(result_id: str, data: dict, stale: dict[str, list[str]]) -> li
     return files
 
 
+def _sources_section(result_id: str, data: dict, archived: bool, repo_url: str | None) -> list[str]:
+    """The files the numbers depend on: recorded hash, and the file at the run's commit."""
+    commit = data["git"]["commit"]
+    against = (
+        "an archived result's are checked against the files at this commit"
+        if archived
+        else "a current result's are checked against the files in the tree"
+    )
+    rows = []
+    for path in sorted(data.get("sources", {})):
+        if repo_url:
+            url = f"{repo_url.rstrip('/')}/blob/{commit}/{urllib.parse.quote(path)}"
+            where = f'<a href="{_esc(url)}">the file at the commit</a>'
+        else:
+            where = f"<code>git show {_esc(commit)}:{_esc(path)}</code>"
+        rows.append(
+            [
+                f"<code>{_esc(path)}</code>",
+                f"<code>{_text(result_id, data, 'sources', path)}</code>",
+                where,
+            ]
+        )
+    return [
+        "## Sources",
+        "",
+        "The SHA-256 (LF line ends) of every file the numbers depend on, as the run "
+        f"recorded them; {against}. Git keeps each file as the run's commit holds it.",
+        "",
+        _table(["file", "SHA-256", "at its commit"], rows),
+        "",
+    ]
+
+
 def _parts(in_op: list) -> list[list]:
     """Consecutive groups of cases of at most :data:`PAGE_ROWS` implementation records each."""
     parts: list[list] = [[]]
@@ -292,34 +345,32 @@ def _parts(in_op: list) -> list[list]:
     return parts
 
 
-def _op_sections(
-    result_id: str,
-    data: dict,
-    op: str,
-    in_op: list,
-    stale: dict,
-    page: str,
-    files: list,
-    *,
-    chart: str | None = None,
+def _samples_section(
+    result_id: str, data: dict, raw_json: str, here: str, files: list
 ) -> list[str]:
-    """A samples chart (added to ``files``) and the case sections of ``in_op``, for ``page``."""
-    lines: list[str] = []
+    """The result's one samples chart (its figure added to ``files``), linking the raw samples."""
     try:
-        fig = charts.samples_figure({"cases": [case for _, case in in_op]}, op)
+        fig = charts.samples_figure(data)
     except ValueError:
-        fig = None  # no samples: every implementation was skipped
-    if fig is not None:
-        name = f"{result_id.rsplit('/', 1)[-1]}-{chart or op}-samples"
-        chart_uri = f"evidence/{result_id}/{name}.json"
-        files.append(GeneratedFile(chart_uri, charts.figure_json(fig)))
-        lines += [
-            # data-src is relative to the page's URL (the .md path without .md, a folder).
-            charts.chart_div(None, name, src=posixpath.relpath(chart_uri, page[: -len(".md")])),
-            "",
-            f"[Chart data (JSON)]({posixpath.relpath(chart_uri, posixpath.dirname(page))})",
-            "",
-        ]
+        return []  # no samples: every implementation was skipped
+    name = f"{result_id.rsplit('/', 1)[-1]}-samples"
+    chart_uri = f"evidence/{result_id}/{name}.json"
+    files.append(GeneratedFile(chart_uri, charts.figure_json(fig)))
+    return [
+        "## Samples",
+        "",
+        # data-src is relative to the page's URL (the .md path without .md, a folder).
+        charts.chart_div(None, name, src=posixpath.relpath(chart_uri, f"evidence/{result_id}")),
+        "",
+        f"[Chart data (JSON)]({posixpath.relpath(chart_uri, here)}) · every sample of every "
+        f"case: the [raw JSON]({posixpath.relpath(raw_json, here)}) (`samples_ms`).",
+        "",
+    ]
+
+
+def _op_sections(result_id: str, data: dict, in_op: list, stale: dict) -> list[str]:
+    """The case sections of ``in_op`` (``(index, case)`` pairs of one operator)."""
+    lines: list[str] = []
     for index, case in in_op:
         lines += _case_section(result_id, data, index, case, stale.get(case["id"]))
     return lines
@@ -347,6 +398,10 @@ def _case_index(in_op: list, stale: dict, where: dict[str, str]) -> str:
     )
 
 
+#: Units of the saved statistics of an implementation record, as evidence values show them.
+_UNITS = {"gbps": "GB/s", "pct_copy": "%", "tflops": "TFLOP/s", "peak_mem_bytes": "bytes"}
+
+
 def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -> list[str]:
     anchor = case_anchor(case["id"])
     formula = f"bytes {_esc(case.get('bytes'))} = <code>{_esc(case.get('bytes_formula'))}</code>"
@@ -357,19 +412,31 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
         if changed
         else "current"
     )
+    records = {impl: case["impls"][impl] for impl in _impls(case)}
+    ok = [r for r in records.values() if r.get("status") == "ok"]
+    # Columns that no implementation of the case fills are left out, and each saved
+    # metric gets a column of its own: a sweep's case has dozens of implementations.
+    columns = [("GB/s", "gbps"), ("% of copy", "pct_copy")]
+    columns += [("TFLOP/s", "tflops")] if any(r.get("tflops") is not None for r in ok) else []
+    if any(r.get("peak_mem_bytes") is not None for r in ok):
+        columns += [("peak memory", "peak_mem_bytes")]
+    metrics = list(dict.fromkeys(name for r in ok for name in r.get("metrics") or {}))
     rows, row_attrs = [], []
-    for impl in _impls(case):
-        record = case["impls"][impl]
+    for impl, record in records.items():
         base = ("cases", index, "impls", impl)
         row_attrs.append(f' data-kp-base="{_esc(_pointer(*base))}"')
         if record.get("status") != "ok":
             reason = _text(result_id, data, "reason", base=base)
-            rows.append([_esc(impl), f"{_esc(record.get('status'))}: {reason}"] + ["—"] * 8)
+            rows.append(
+                [_esc(impl), f"{_esc(record.get('status'))}: {reason}"]
+                + ["—"] * (4 + len(columns) + len(metrics))
+            )
             continue
 
-        def value(unit: str, key: str, base=base) -> str:
-            return _value(result_id, data, unit, key, base=base)
+        def value(unit: str, *key: str, base=base) -> str:
+            return _value(result_id, data, unit, *key, base=base)
 
+        saved = record.get("metrics") or {}
         rows.append(
             [
                 _esc(impl),
@@ -377,11 +444,14 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
                 f"{record['rel_error']:.1e}" if record.get("rel_error") is not None else "—",
                 value("ms", "median_ms"),
                 value("ms", "q10_ms") + " – " + value("ms", "q90_ms"),
-                value("GB/s", "gbps"),
-                value("%", "pct_copy"),
-                value("TFLOP/s", "tflops"),
-                value("bytes", "peak_mem_bytes"),
+                *(value(_UNITS[key], key) for _, key in columns),
                 _esc(len(record.get("samples_ms") or [])),
+                *(
+                    value(saved[name].get("unit", ""), "metrics", name, "value")
+                    if name in saved
+                    else "—"
+                    for name in metrics
+                ),
             ]
         )
     lines = [
@@ -392,18 +462,10 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
         f"cache {_esc(case.get('cache'))}; {formula}; {status}.</p>",
         "",
         _table(
-            [
-                "impl",
-                "status",
-                "rel. error",
-                "median",
-                "q10 – q90",
-                "GB/s",
-                "% of copy",
-                "TFLOP/s",
-                "peak memory",
-                "samples",
-            ],
+            ["impl", "status", "rel. error", "median", "q10 – q90"]
+            + [header for header, _ in columns]
+            + ["samples"]
+            + [f"metric {name}" for name in metrics],
             rows,
             attrs=f' data-result="{_esc(result_id)}"',
             row_attrs=row_attrs,
@@ -440,26 +502,6 @@ def _case_section(result_id: str, data: dict, index: int, case: dict, changed) -
             + ".</p>",
             "",
         ]
-    metrics = []
-    for impl in _impls(case):
-        for name, metric in (case["impls"][impl].get("metrics") or {}).items():
-            metrics.append(
-                f"{_esc(impl)} {_esc(name)} "
-                + _value(
-                    result_id,
-                    data,
-                    metric.get("unit", ""),
-                    "cases",
-                    index,
-                    "impls",
-                    impl,
-                    "metrics",
-                    name,
-                    "value",
-                )
-            )
-    if metrics:
-        lines += ["<p>Other metrics: " + "; ".join(metrics) + ".</p>", ""]
     return lines
 
 
@@ -495,59 +537,154 @@ def _table(
 # ----------------------------------------------------------- benchmarks pages
 
 
-def benchmarks_page(gpu: str, results: list[tuple[str, dict, object]]) -> list[GeneratedFile]:
-    """The benchmarks page of one GPU: per suite and operator, a chart and a table of claims.
+#: How to read :func:`kernel_portfolio.charts.cliff_figure`, below each one.
+_CLIFF_CAPTION = (
+    "Each point is one case: ours over the fastest of torch, torch.compile and Liger-Kernel "
+    "in the same case (over cuBLAS for GEMM), on log axes, forward on the left and forward "
+    "plus backward on the right. Row operators are drawn against the row width, one line per "
+    "row count; GEMM against `M`, one line per `N` and `K`; the add against its element "
+    "count. A filled marker meets its every-shape bar, an open one misses it; the dotted "
+    "lines are those bars and the floor no case may fall below (the speed targets), the grey "
+    "line parity. Circles are float16, squares bfloat16, diamonds float32. Hover a point for "
+    "its case."
+)
+
+
+def overview_chart(gpu: str) -> str:
+    """Site path (as a docs ``src_uri``) of a GPU's overview chart, for the Benchmarks index."""
+    return f"benchmarks/{gpu}/overview.json"
+
+
+def _chart(name: str, chart_uri: str, page_url: str, page_dir: str) -> list[str]:
+    """A chart drawn from its JSON file, and the file's download link, for one page.
+
+    ``page_url`` is the page's URL as a folder (``data-src`` is relative to it);
+    ``page_dir`` the folder of its ``.md`` file (Markdown links are relative to it).
+    """
+    return [
+        charts.chart_div(None, name, src=posixpath.relpath(chart_uri, page_url)),
+        "",
+        f"[Chart data (JSON)]({posixpath.relpath(chart_uri, page_dir)})",
+        "",
+    ]
+
+
+def benchmarks_pages(gpu: str, results: list[tuple[str, dict, object]]) -> list[GeneratedFile]:
+    """The benchmarks pages of one GPU: per result, the picture first, then the tables.
+
+    Each current result of a ``kp bench`` suite gets ``benchmarks/<gpu>/<stem>.md``:
+    ours over the best baseline in every case
+    (:func:`kernel_portfolio.charts.cliff_figure`), the speed targets, then per
+    operator a chart and a table of claims; past :data:`BENCH_PAGE_BYTES`, the
+    targets and tables of each operator on a page of its own. The GPU's overview
+    chart (every result on one picture, :func:`overview_chart`) goes on the
+    Benchmarks index.
 
     Args:
         gpu: GPU slug (the folder under ``results/``).
         results: ``(result_id, data, frame)`` for each current result of that GPU.
 
     Returns:
-        The page (``benchmarks/<gpu>.md``) and its chart JSON files.
+        The pages and their chart JSON files.
     """
-    gpu_name = next((d.get("env", {}).get("gpu_name") for _, d, _ in results), gpu)
-    page = f"benchmarks/{gpu}.md"
-    lines = [
-        f"# Benchmarks: {gpu_name}",
-        "",
-        f"Every result committed under `results/{gpu}/`. Each number is a claim: it links to "
-        "the run's evidence page, where the raw samples and the raw log are one click away. "
-        "[Methodology](../methodology.md) says how the numbers are taken and what they do "
-        "not show.",
-        "",
-    ]
     files: list[GeneratedFile] = []
+    try:
+        overview = charts.cliff_figure([(rid, data) for rid, data, _ in results])
+        files.append(GeneratedFile(overview_chart(gpu), charts.figure_json(overview)))
+    except ValueError:
+        pass  # no case has a speed-up to draw: the index says so
     for result_id, data, frame in results:
         stem = result_id.rsplit("/", 1)[-1]
-        lines += [
-            f"## Suite `{data.get('suite', stem)}`",
+        page, url = f"benchmarks/{gpu}/{stem}.md", f"benchmarks/{gpu}/{stem}"
+        here = posixpath.dirname(page)
+        lines = [
+            f"# Benchmarks: {_gpu_name(gpu, data)}, suite `{data.get('suite', stem)}`",
             "",
             f"Run of `{data.get('command', '')}` started {data.get('started_utc', '')} "
-            f"([evidence](../evidence/{result_id}.md)).",
+            f"([evidence]({posixpath.relpath(f'evidence/{result_id}.md', here)})). "
+            "Each number is a claim: it links to the run's evidence page, where the raw "
+            "samples and the raw log are one click away. "
+            f"[Methodology]({posixpath.relpath('methodology.md', here)}) says how the numbers "
+            "are taken and what they do not show.",
             "",
-            *_targets_section(result_id, data),
         ]
+        try:
+            fig = charts.cliff_figure([(result_id, data)])
+        except ValueError:
+            fig = None
+        if fig is not None:
+            name = f"{stem}-cliff"
+            lines += _chart(name, f"{url}/{name}.json", url, here)
+            lines += [_CLIFF_CAPTION, ""]
+            files.append(GeneratedFile(f"{url}/{name}.json", charts.figure_json(fig)))
+        charts_of_one_page: list[GeneratedFile] = []
+        body = _targets_section(result_id, data)
         for op in _ops(data):
-            lines += [f"### {op}", ""]
-            try:
-                fig = charts.summary_figure(frame, op)
-            except ValueError:
-                fig = None
-            if fig is not None:
-                name = f"{stem}-{op}"
-                chart_uri = f"benchmarks/{gpu}/{name}.json"
-                files.append(GeneratedFile(chart_uri, charts.figure_json(fig)))
-                lines += [
-                    charts.chart_div(
-                        None, name, src=posixpath.relpath(chart_uri, f"benchmarks/{gpu}")
-                    ),
-                    "",
-                    f"[Chart data (JSON)]({posixpath.relpath(chart_uri, 'benchmarks')})",
-                    "",
-                ]
-            lines += [_benchmark_table(result_id, data, op), ""]
-    files.append(GeneratedFile(page, "\n".join(lines)))
+            body += [f"## {op}", ""]
+            body += _op_tables(
+                result_id, data, frame, op, f"{url}/{stem}-{op}", url, charts_of_one_page
+            )
+        if len("\n".join(lines + body).encode()) <= BENCH_PAGE_BYTES:
+            files += charts_of_one_page
+            files.append(GeneratedFile(page, "\n".join(lines + body)))
+            continue
+        lines += [
+            "## Speed targets",
+            "",
+            "Per operator, how many of the speed targets' rows this run meets; each "
+            "operator's page has its rows, its chart and its table.",
+            "",
+            _table(
+                ["operator", "cases", "targets met"],
+                (
+                    [
+                        f'<a href="{_esc(op)}/">{_esc(op)}</a>',
+                        _esc(sum(case["op"] == op for case in data["cases"])),
+                        _esc(_tally(_target_rows(data, op))),
+                    ]
+                    for op in _ops(data)
+                ),
+            ),
+            "",
+        ]
+        files.append(GeneratedFile(page, "\n".join(lines)))
+        for op in _ops(data):
+            op_page, op_url = f"{url}/{op}.md", f"{url}/{op}"
+            body = [
+                f"# Benchmarks: {_gpu_name(gpu, data)}, suite `{data.get('suite', stem)}`, {op}",
+                "",
+                f"The {op} cases of the run on [its page](../{stem}.md), which starts with the "
+                "picture of every case.",
+                "",
+                *_targets_section(result_id, data, op),
+                f"## {op}",
+                "",
+                *_op_tables(result_id, data, frame, op, f"{op_url}/{stem}-{op}", op_url, files),
+            ]
+            files.append(GeneratedFile(op_page, "\n".join(body)))
     return files
+
+
+def _gpu_name(gpu: str, data: dict) -> str:
+    """The GPU a result ran on, as its environment names it (its slug if it does not)."""
+    return data.get("env", {}).get("gpu_name") or gpu
+
+
+def _op_tables(result_id, data, frame, op: str, chart: str, url: str, files: list) -> list[str]:
+    """One operator's chart (its JSON, ``chart`` + ``.json``, added to ``files``) and table.
+
+    ``url`` is the URL of the page they go on, as a folder.
+    """
+    lines: list[str] = []
+    try:
+        fig = charts.summary_figure(frame, op)
+    except ValueError:
+        fig = None
+    if fig is not None:
+        uri = f"{chart}.json"
+        lines += _chart(posixpath.basename(chart), uri, url, posixpath.dirname(f"{url}.md"))
+        files.append(GeneratedFile(uri, charts.figure_json(fig)))
+    return [*lines, _benchmark_table(result_id, data, op), ""]
 
 
 def _claim_or_dash(result_id, data, case_id, stat, impl, baseline=None) -> str:
@@ -686,24 +823,66 @@ def _cost_table(
     ]
 
 
+def _target_rows(data: dict, op: str | None = None) -> list[dict]:
+    """:func:`kernel_portfolio.bench.targets.evaluate`'s rows, of ``op``'s cases only if given."""
+    rows = targets.evaluate(data)
+    if op is None:
+        return rows
+    ids = {case["id"] for case in data.get("cases", []) if case["op"] == op}
+    return [row for row in rows if row["case"] in ids]
+
+
 def _tally(rows: list[dict]) -> str:
     met = sum(row["met"] for row in rows)
     return f"{met} met, {len(rows) - met} not met."
 
 
-def _targets_section(result_id: str, data: dict) -> list[str]:
+def _why(row: dict) -> str:
+    """``": <reason>"`` for a row without a value, else nothing."""
+    return f": {_esc(row['reason'])}" if row["value"] is None else ""
+
+
+def _every_shape_table(result_id: str, data: dict, rows: list[dict]) -> str:
+    """Every-shape (or floor) rows: the best baseline, its share of copy, ours over it."""
+    return _table(
+        [
+            "case",
+            "best baseline",
+            "its % of copy",
+            "ours: speed-up over it",
+            "bar",
+            "met",
+            "short by (×)",
+        ],  # fmt: skip
+        (
+            [
+                f"<code>{_esc(row['case'])}</code>",
+                _esc(row["baseline"]),
+                _claim_or_dash(result_id, data, row["case"], "pct_copy", row["baseline"]),
+                *_target_cells(result_id, data, row, name_baseline=False),
+            ]
+            for row in rows
+        ),
+    )
+
+
+def _targets_section(result_id: str, data: dict, op: str | None = None) -> list[str]:
     """The speed targets (:mod:`kernel_portfolio.bench.targets`) against one result.
 
     Tables for the named targets, one row per target and case, for the
     every-shape bar, one row per case, and for each cost target, one row per
-    case that saves the cost; each with a count of met and not met.
+    case that saves the cost; each with a count of met and not met. With
+    ``op``, the rows of that operator's cases only.
     """
-    rows = targets.evaluate(data)
+    rows = _target_rows(data, op)
     names = {t.name for t in targets.TARGETS}
     named = [r for r in rows if r["target"] in names]
     every = [r for r in rows if r["target"] == targets.EVERY_SHAPE]
+    floors = [r for r in rows if r["target"] == targets.FLOOR]
+    floor_misses = [r for r in floors if not r["met"]]
+    aligned = [r for r in rows if r["target"] == targets.ALIGNED]
     lines = [
-        "### Speed targets",
+        "## Speed targets",
         "",
         "The project's speed targets (`kernel_portfolio.bench.targets`) against this run. "
         "Each value is a claim; each bar is a target, not a measurement (% of copy is the "
@@ -732,36 +911,58 @@ def _targets_section(result_id: str, data: dict) -> list[str]:
         ]
     found = {r["target"] for r in rows}
     absent = [t.name for t in targets.TARGETS + targets.COST_TARGETS if t.name not in found]
-    if absent:
+    if absent and op is None:
         lines += ["No case of this run falls under: " + "; ".join(absent) + ".", ""]
     if every:
+        full = targets.bar_text("speedup", targets.EVERY_SHAPE_BAR, targets.BEST)
+        floor = targets.bar_text("speedup", targets.FLOOR_BAR, targets.BEST)
         lines += [
             "Every shape: ours against the fastest of torch, compile and Liger-Kernel in the "
-            "same case, with the bar "
-            + _target(targets.bar_text("speedup", targets.EVERY_SHAPE_BAR, targets.BEST))
-            + ", lowered to "
+            f"same case, with the bar {_target(full)}, lowered to "
             + _target(targets.bar_text("speedup", targets.NEAR_ROOF_BAR, targets.BEST))
-            + f" where that baseline already runs at {_target(targets.NEAR_ROOF_TEXT)} "
-            f"(GEMM is held to its targets against cuBLAS instead): {_tally(every)}",
+            + f" where that baseline already runs at {_target(targets.NEAR_ROOF_TEXT)}; "
+            "GEMM against cuBLAS, with the bar "
+            + _target(targets.bar_text("speedup", targets.EVERY_SHAPE_BAR, "cublas"))
+            + f" from {targets.GEMM_FULL_BAR_M} rows and "
+            + _target(targets.bar_text("speedup", targets.FLOOR_BAR, "cublas"))
+            + f" below: {_tally(every)}",
+            "",
+            _every_shape_table(result_id, data, every),
+            "",
+            f"No case below the floor {_target(floor)} (cuBLAS for GEMM): "
+            f"{len(floor_misses)} of {len(floors)} cases below it"
+            + (", these:" if floor_misses else "."),
+            "",
+        ]
+        if floor_misses:
+            lines += [_every_shape_table(result_id, data, floor_misses), ""]
+    if aligned:
+        bar = targets.bar_text(targets.ALIGNED_SHARE, targets.ALIGNED_BAR)
+        lines += [
+            "Unaligned rows: a row width whose rows are not 16 bytes apart against its aligned "
+            "neighbour (the width rounded down to a multiple of a 16-byte vector, same rows, "
+            f"op, mode and dtype, in this run): ours' share of copy at each, with the bar "
+            f"{_target(bar)}: {_tally(aligned)}",
             "",
             _table(
                 [
                     "case",
-                    "best baseline",
-                    "its % of copy",
-                    "ours: speed-up over it",
+                    "neighbour",
+                    "ours: % of copy",
+                    "at the neighbour: % of copy",
                     "bar",
                     "met",
-                    "short by (×)",
-                ],
+                ],  # fmt: skip
                 (
                     [
                         f"<code>{_esc(row['case'])}</code>",
-                        _esc(row["baseline"]),
-                        _claim_or_dash(result_id, data, row["case"], "pct_copy", row["baseline"]),
-                        *_target_cells(result_id, data, row, name_baseline=False),
+                        f"<code>{_esc(row['neighbour'])}</code>",
+                        _claim_or_dash(result_id, data, row["case"], "pct_copy", "ours"),
+                        _claim_or_dash(result_id, data, row["neighbour"], "pct_copy", "ours"),
+                        _target(row["bar"]),
+                        "yes" if row["met"] else f"no{_why(row)}",
                     ]
-                    for row in every
+                    for row in aligned
                 ),
             ),
             "",
@@ -784,15 +985,16 @@ def on_benchmarks_page(data: dict) -> bool:
 
 
 def benchmarks_index(
-    gpus: dict[str, list[str]], invalid: list[str], others: list[str] | None = None
+    gpus: dict[str, list[tuple[str, dict]]], invalid: list[str], others: list[str] | None = None
 ) -> str:
-    """Markdown listing the per-GPU pages, or saying that no result is committed yet.
+    """Markdown of the Benchmarks index: per GPU, its overview chart and its results.
 
     Args:
-        gpus: Result ids of ``kp bench`` runs, per GPU slug.
+        gpus: ``(result id, data)`` of each current ``kp bench`` run, per GPU slug
+            (their pages and charts come from :func:`benchmarks_pages`).
         invalid: Ids of results files that do not validate.
-        others: Ids of the other runs (sweeps, studies, archived runs), listed with
-            their evidence pages.
+        others: Ids of the other published runs (sweeps, studies, archived runs),
+            listed with their evidence pages.
     """
     if not gpus:
         lines = [
@@ -802,20 +1004,35 @@ def benchmarks_index(
             "[Contributing](../contributing.md) says how to produce one.",
         ]
     else:
-        lines = ["| GPU | results |", "| --- | --- |"]
-        for gpu, ids in sorted(gpus.items()):
-            lines.append(
-                f"| [{gpu}]({gpu}.md) | "
-                + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in ids)
-                + " |"
-            )
+        lines = []
+        for gpu, entries in sorted(gpus.items()):
+            lines += [f"## {_gpu_name(gpu, entries[0][1])}", ""]
+            if any(charts.cliff_points(rid, data) for rid, data in entries):
+                chart = overview_chart(gpu)
+                lines += _chart(f"{gpu}-overview", chart, "benchmarks", "benchmarks")
+                lines += [_CLIFF_CAPTION, ""]
+            else:
+                lines += ["No case of these runs has a speed-up of ours to draw.", ""]
+            lines += [
+                "| results | suite | started (UTC) | cases | targets met |",
+                "| --- | --- | --- | ---: | ---: |",
+            ]
+            for rid, data in entries:
+                rows = targets.evaluate(data)
+                stem = rid.rsplit("/", 1)[-1]
+                lines.append(
+                    f"| [tables and charts]({gpu}/{stem}.md) · "
+                    f"[evidence](../evidence/{rid}.md) | `{data.get('suite', stem)}` | "
+                    f"{data.get('started_utc', '')} | {len(data.get('cases', []))} | "
+                    f"{sum(r['met'] for r in rows)} of {len(rows)} |"
+                )
+            lines.append("")
     if others:
         lines += [
             "",
-            "Not tabulated here: the case studies' sweeps, and superseded runs kept with the "
-            "sources they measured (quotable as archived results). Each has its evidence page: "
-            + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in others)
-            + ".",
+            "Not tabulated here: the case studies' sweeps, and superseded runs that a page "
+            "quotes (archived results, judged against the sources at their commit). Each has "
+            "its evidence page: " + ", ".join(f"[`{i}`](../evidence/{i}.md)" for i in others) + ".",
         ]
     if invalid:
         lines += [
@@ -830,8 +1047,14 @@ def benchmarks_index(
 # ------------------------------------------------------------- evidence index
 
 
-def results_index(entries: list[tuple[str, dict, int]]) -> str:
-    """Markdown table of every result: id, suite, GPU, time, stale case count."""
+def results_index(entries: list[tuple[str, dict, int]], unpublished: list[str]) -> str:
+    """Markdown table of every published result: id, GPU, time, case and stale case counts.
+
+    Args:
+        entries: ``(result id, data, stale case count)`` of each published result.
+        unpublished: Ids of the archived results that no written page names,
+            which the site does not publish (listed after the table).
+    """
     if not entries:
         return "No results are committed yet, so the site quotes none."
     lines = [
@@ -843,6 +1066,14 @@ def results_index(entries: list[tuple[str, dict, int]]) -> str:
             f"| [`{result_id}`]({result_id}.md) | {data.get('env', {}).get('gpu_name', '')} | "
             f"{data.get('started_utc', '')} | {len(data.get('cases', []))} | {n_stale} |"
         )
+    if unpublished:
+        lines += [
+            "",
+            "Archived results that no page quotes have no evidence page here; the repository "
+            "keeps them under `results/archive/`: "
+            + ", ".join(f"`{rid}`" for rid in unpublished)
+            + ".",
+        ]
     return "\n".join(lines)
 
 
@@ -934,4 +1165,5 @@ def claims_json(claims: list[tuple[str, dict[str, str], str]]) -> str:
                 "kind": "archived" if c.archived else "current",
             }
         )
-    return json.dumps(rows, indent=1, ensure_ascii=False)
+    # One claim a line: as easy to read and to diff as an indented list, and lighter.
+    return "[\n" + ",\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n]\n"

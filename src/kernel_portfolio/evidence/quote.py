@@ -15,12 +15,28 @@ case's anchor on the result's evidence page.
 Markdown pages use ``{{ claim RESULT CASE IMPL STAT }}``, with ``IMPL`` written
 ``impl/baseline`` for a ratio; notebooks call :func:`quote`. Both go through
 :func:`resolve`, and so does the gate when it checks a rendered claim.
+
+Where a link cannot go, a claim still goes in the same way, and shows its
+text; the claims such text shows are listed beside it, as :meth:`Claim.record`
+writes them, for the gate to check:
+
+* **in an attribute a browser shows** (``alt``, ``title``, ``aria-label``,
+  ``placeholder``): ``{{ claim ... }}`` in a Markdown image's alt text, a link
+  title or a raw HTML attribute; in a notebook's HTML, ``html.escape(str(claim))``
+  (any text in an attribute is escaped). The site build
+  (:func:`render_attribute_claims`) replaces each with its text and lists it in
+  the element's ``data-kp-claims`` (:data:`CLAIMS_ATTRIBUTE`);
+* **in a chart's text** (a title, an axis title, an annotation, a trace name,
+  a hover template): the claim itself, ``f"... {claim} ..."``;
+  :func:`kernel_portfolio.charts.figure_json` replaces each with its text and
+  lists it in the figure's ``layout.meta["kp-claims"]`` (:data:`FIGURE_CLAIMS`).
 """
 
 from __future__ import annotations
 
 import functools
 import html
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -36,6 +52,10 @@ STATS = IMPL_STATS + RATIO_STATS
 
 #: href scheme of a claim before the site build rewrites it per page.
 PLACEHOLDER = "kp-evidence:"
+#: Attribute of an HTML element listing the claims its shown attributes quote (JSON records).
+CLAIMS_ATTRIBUTE = "data-kp-claims"
+#: Key of a chart figure's ``layout.meta`` listing the claims its text quotes (JSON records).
+FIGURE_CLAIMS = "kp-claims"
 
 # Narrow no-break space between a number and its unit: never wraps, and the
 # gate's unit patterns accept it like any other space.
@@ -44,6 +64,7 @@ _SP = "\u202f"
 _MARKDOWN_CLAIM = re.compile(r"\{\{\s*claim\s+(?P<args>[^{}]*?)\s*\}\}")
 _FENCE = re.compile(r"^(?P<fence>[ \t]*(?:`{3,}|~{3,})).*?^(?P=fence)[ \t]*$", re.M | re.S)
 _CODE_SPAN = re.compile(r"(?P<ticks>`+).+?(?P=ticks)", re.S)
+_OPEN_TAG = re.compile(r"<[A-Za-z][\w:.-]*\s")
 
 
 @dataclass(frozen=True)
@@ -67,6 +88,63 @@ class Claim:
     baseline: str | None
     value: float
     text: str
+
+    @classmethod
+    def from_record(cls, record: object) -> Claim:
+        """The claim a record lists (see :meth:`record`).
+
+        Raises:
+            ValueError: ``record`` is not a mapping of the record's fields.
+        """
+        if not isinstance(record, dict) or not all(
+            isinstance(record.get(k), str) for k in ("result", "case", "stat", "impl", "text")
+        ):
+            raise ValueError(
+                f"a claim record maps result, case, stat, impl and text to strings: {record!r}"
+            )
+        try:
+            value = float(record.get("value"))
+        except (TypeError, ValueError):
+            value = math.nan
+        baseline = record.get("baseline")
+        return cls(
+            record["result"],
+            record["case"],
+            record["stat"],
+            record["impl"],
+            baseline if isinstance(baseline, str) and baseline else None,
+            value,
+            record["text"],
+        )
+
+    def record(self) -> dict[str, object]:
+        """The claim as a JSON record, the form in which a chart or an element lists it.
+
+        ``{"result", "case", "stat", "impl", "baseline", "value", "text"}``:
+        what the claim's link carries, and the text it shows.
+        """
+        return {
+            "result": self.result_id,
+            "case": self.case_id,
+            "stat": self.stat,
+            "impl": self.impl,
+            "baseline": self.baseline,
+            "value": self.value,
+            "text": self.text,
+        }
+
+    def data_attrs(self) -> dict[str, str]:
+        """The ``data-*`` attributes of the claim's link (what the gate checks)."""
+        attrs = {
+            "data-result": self.result_id,
+            "data-case": self.case_id,
+            "data-stat": self.stat,
+            "data-impl": self.impl,
+        }
+        if self.baseline is not None:
+            attrs["data-baseline"] = self.baseline
+        attrs["data-value"] = repr(self.value)
+        return attrs
 
     @classmethod
     def from_element(cls, attrs: dict[str, str], text: str) -> Claim:
@@ -97,17 +175,7 @@ class Claim:
 
     def html(self) -> str:
         """The claim as an ``<a class="kp-claim">`` element."""
-        attrs = {
-            "class": "kp-claim",
-            "href": self.href,
-            "data-result": self.result_id,
-            "data-case": self.case_id,
-            "data-stat": self.stat,
-            "data-impl": self.impl,
-        }
-        if self.baseline is not None:
-            attrs["data-baseline"] = self.baseline
-        attrs["data-value"] = repr(self.value)
+        attrs = {"class": "kp-claim", "href": self.href, **self.data_attrs()}
         joined = " ".join(f'{k}="{html.escape(v, quote=True)}"' for k, v in attrs.items())
         return f"<a {joined}>{html.escape(self.text)}</a>"
 
@@ -461,7 +529,9 @@ def expand_markdown(markdown: str, root: Path) -> str:
     """Replace every ``{{ claim ... }}`` outside code with its claim HTML.
 
     Claims inside fenced code blocks and inline code spans stay as written, so
-    a page can show the syntax itself.
+    a page can show the syntax itself. A claim inside a raw HTML tag (an
+    attribute value) is written escaped, as Markdown itself writes one in an
+    image's alt text or a link's title, for :func:`render_attribute_claims`.
 
     Raises:
         ValueError: one line per claim that cannot be resolved.
@@ -471,15 +541,22 @@ def expand_markdown(markdown: str, root: Path) -> str:
     def substitute(match: re.Match) -> str:
         try:
             result_id, case_id, stat, impl, baseline = parse_markdown_claim(match["args"])
-            return quote(result_id, case_id, stat, impl, baseline, root=root).html()
+            link = quote(result_id, case_id, stat, impl, baseline, root=root).html()
         except (ValueError, TypeError) as err:  # ResultError is a ValueError
             errors.append(f"{match[0]}: {err}")
             return match[0]
+        return html.escape(link) if _in_tag(match.string, match.start()) else link
 
     out = _outside_code(markdown, lambda text: _MARKDOWN_CLAIM.sub(substitute, text))
     if errors:
         raise ValueError("\n".join(errors))
     return out
+
+
+def _in_tag(text: str, at: int) -> bool:
+    """Whether position ``at`` of ``text`` lies inside an HTML start tag (``<img alt="...``)."""
+    start = text.rfind("<", 0, at)
+    return start > text.rfind(">", 0, at) and _OPEN_TAG.match(text, start) is not None
 
 
 def _outside_code(markdown: str, transform) -> str:
@@ -503,3 +580,75 @@ def _outside_spans(text: str, transform) -> str:
         last = span.end()
     pieces.append(transform(text[last:]))
     return "".join(pieces)
+
+
+# ------------------------------------------------------ where no link can go
+
+_LINK = re.compile(r'<a class="kp-claim"(?P<attrs>[^<>]*)>(?P<text>[^<>]*)</a>')
+_LINK_ATTR = re.compile(r'\s([\w-]+)="([^"]*)"')
+# (nbconvert writes a notebook's HTML output again: single-quoted, with only < and > escaped)
+_ESCAPED_LINK = re.compile(r"&lt;a class=(?:&quot;|&#34;|&#x22;|\")kp-claim\b", re.I)
+_START_TAG = re.compile(r"<[A-Za-z][\w:.-]*\s[^<>]*>")
+_TAG_ATTR = re.compile(r"""(?P<name>[^\s"'=<>/]+)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')""")
+
+
+def claims_to_text(fragment: str) -> tuple[str, list[Claim]]:
+    """Replace each claim link of an HTML fragment by the text it shows.
+
+    For text that cannot hold a link: an attribute value, a chart's title.
+
+    Args:
+        fragment: HTML that may hold ``<a class="kp-claim">`` elements, as
+            :meth:`Claim.html` writes them.
+
+    Returns:
+        The fragment with each claim replaced by its text (unescaped), and the
+        claims, in order.
+    """
+    claims: list[Claim] = []
+
+    def text(match: re.Match) -> str:
+        attrs = {k: html.unescape(v) for k, v in _LINK_ATTR.findall(match["attrs"])}
+        claim = Claim.from_element(attrs, html.unescape(match["text"]))
+        claims.append(claim)
+        return claim.text
+
+    return _LINK.sub(text, fragment), claims
+
+
+def render_attribute_claims(page: str) -> str:
+    """Show each claim inside an attribute value as its text, listed in ``data-kp-claims``.
+
+    A claim in an attribute is its link escaped (Markdown escapes one in an
+    image's alt text or a link's title; :func:`expand_markdown` escapes one in a
+    raw HTML tag; a notebook escapes it as any attribute text). Each such
+    attribute gets the claim's text instead, and the element the records of
+    the claims its attributes show (:data:`CLAIMS_ATTRIBUTE`), which the gate
+    checks like any claim.
+
+    Args:
+        page: A page's HTML.
+
+    Returns:
+        The HTML with no claim left inside an attribute.
+    """
+    if not _ESCAPED_LINK.search(page):
+        return page
+
+    def tag(match: re.Match) -> str:
+        if not _ESCAPED_LINK.search(match[0]):
+            return match[0]
+        claims: list[Claim] = []
+
+        def attribute(a: re.Match) -> str:
+            value = a["dq"] if a["dq"] is not None else a["sq"]
+            shown, found = claims_to_text(html.unescape(value))
+            claims.extend(found)
+            return f'{a["name"]}="{html.escape(shown)}"' if found else a[0]
+
+        out = _TAG_ATTR.sub(attribute, match[0])
+        records = html.escape(json.dumps([c.record() for c in claims], ensure_ascii=False))
+        end = len(out) - (2 if out.endswith("/>") else 1)
+        return f'{out[:end].rstrip()} {CLAIMS_ATTRIBUTE}="{records}"{out[end:]}'
+
+    return _START_TAG.sub(tag, page)

@@ -1,24 +1,32 @@
 """What the mkdocs build does with results: the logic behind ``evidence/hook.py``.
 
 * ``on_config``: find the repository root (the folder of ``mkdocs.yml``), load
-  every result, and expand glob entries of ``nav`` (``course/[0-9][0-9]-*``,
+  every result (an archived one checked against git at its commit: a clone
+  that lacks the commit fails the build with one line saying how to fetch it),
+  and expand glob entries of ``nav`` (``course/[0-9][0-9]-*``,
   ``case-studies/*.py``, ``benchmarks/*.md``, ``evidence/**``) over the docs
   and the generated pages, so new lessons, case studies and results appear
   without editing ``mkdocs.yml``.
 * ``on_files``: add the generated pages (evidence pages, benchmarks pages, their
-  chart JSON), the raw JSON and log of every result, the case-study notebooks
-  from ``case_studies/``, and plotly.js from the installed plotly package.
+  chart JSON), the raw JSON and log of every published result, the case-study
+  notebooks from ``case_studies/``, and the notebook styles.
 * ``on_page_markdown``: expand ``{{ claim ... }}`` and the ``<!-- kp:... -->``
   markers of the benchmarks and evidence indexes. On a generated page, set
   each raw HTML block (its tables: hundreds of thousands of tags across the
   evidence pages) aside behind a comment, so that Markdown does not parse it.
-* ``on_page_content``: put those blocks back, unchanged; drop the CDN scripts
-  (MathJax, Mermaid) that nbconvert puts into every notebook page: the site
-  loads nothing from other hosts.
+* ``on_page_content``: put those blocks back, unchanged; show each claim
+  inside an attribute (an image's alt text, a title) as its text, listed in
+  the element's ``data-kp-claims``; drop the CDN scripts (MathJax, Mermaid)
+  that nbconvert puts into every notebook page (the site loads nothing from
+  other hosts), and replace the JupyterLab styles that mkdocs-jupyter inlines
+  into each of them (about 580 KB a page) by a link to one copy
+  (:data:`NOTEBOOK_CSS`).
 * ``on_post_page``: rewrite each claim's placeholder href into a relative link
   to its evidence.
-* ``on_post_build``: write the list of every claim into the evidence index,
-  then run the gate over the built site; a failing gate fails the build.
+* ``on_post_build``: drop the theme's files that no page loads
+  (:func:`drop_unloaded_theme_files`), write the list of every claim into the
+  evidence index, then run the gate over the built site; a failing gate fails
+  the build.
 """
 
 from __future__ import annotations
@@ -29,10 +37,15 @@ import logging
 import os
 import posixpath
 import re
+import shutil
 from pathlib import Path
 
 from kernel_portfolio.evidence import gate, pages
-from kernel_portfolio.evidence.quote import PLACEHOLDER, expand_markdown
+from kernel_portfolio.evidence.quote import (
+    PLACEHOLDER,
+    expand_markdown,
+    render_attribute_claims,
+)
 
 log = logging.getLogger("mkdocs.plugins.kernel_portfolio")
 
@@ -65,6 +78,44 @@ def rewrite_claim_links(output: str, page_url: str) -> str:
     return _HREF.sub(
         lambda m: f'href="{relative_href(page_url, m["result"], m["anchor"])}"', output
     )
+
+
+#: Site path of the notebook styles, served once for every notebook page.
+NOTEBOOK_CSS = "assets/kp/jupyter.css"
+_STYLE = re.compile(r'<style type="text/css">(.*?)</style>', re.S)
+
+
+def notebook_styles() -> list[str]:
+    """The styles mkdocs-jupyter inlines into every notebook page, from the installed package.
+
+    JupyterLab's stylesheet and its light theme: every rule is scoped to
+    ``.jupyter-wrapper``, so one copy can serve every notebook page.
+    """
+    import mkdocs_jupyter
+
+    assets = Path(mkdocs_jupyter.__file__).parent / "templates" / "mkdocs_html" / "assets"
+    names = ("index.css", "theme-light.css")
+    return [(assets / name).read_text(encoding="utf-8") for name in names]
+
+
+def share_notebook_styles(content: str, page_url: str, styles: list[str]) -> str:
+    """Replace a notebook page's inlined copies of ``styles`` by one link to :data:`NOTEBOOK_CSS`.
+
+    Other ``<style>`` blocks (the code highlighting's, which is not scoped)
+    stay where they are.
+    """
+    shared = {style.strip() for style in styles}
+    href = posixpath.relpath(NOTEBOOK_CSS, page_url or ".")
+    linked = False
+
+    def swap(m: re.Match) -> str:
+        nonlocal linked
+        if m[1].strip() not in shared:
+            return m[0]
+        first, linked = not linked, True
+        return f'<link rel="stylesheet" href="{href}">' if first else ""
+
+    return _STYLE.sub(swap, content)
 
 
 def strip_notebook_cdn(content: str) -> str:
@@ -170,27 +221,90 @@ def expand_nav(nav: list, uris: list[str]) -> list:
     return expand(nav)
 
 
+def drop_unloaded_theme_files(site: Path, search_languages: list[str]) -> list[Path]:
+    """Delete the theme's files that no page of this site loads.
+
+    Material ships source maps beside its minified bundles (for a debugger,
+    about a megabyte), and lunr's support for every search language; its search
+    worker loads that support only for a language other than English (and the
+    multi-language file for several), so a site searched in English alone
+    never loads any of it.
+
+    Args:
+        site: The built site.
+        search_languages: The search plugin's ``lang``.
+
+    Returns:
+        The files deleted.
+    """
+    assets, lunr = site / "assets", site / "assets" / "javascripts" / "lunr"
+    drop = sorted(assets.rglob("*.map"))
+    for path in drop:
+        path.unlink()
+    if list(search_languages) == ["en"] and lunr.is_dir():
+        drop += sorted(p for p in lunr.rglob("*") if p.is_file())
+        shutil.rmtree(lunr)
+    return drop
+
+
+#: The written pages (folder under the repository root, file patterns): an archived
+#: result is published when one of them names it.
+WRITTEN_PAGES = (("docs", ("*.md", "*.py", "*.ipynb")), ("case_studies", ("*.py",)))
+
+
+def named_results(root: Path, result_ids: list[str]) -> set[str]:
+    """The ids among ``result_ids`` that some written page names (:data:`WRITTEN_PAGES`).
+
+    An archived result is kept as a record that a page quotes; one that no
+    written page names gets no evidence page on the site (the repository keeps
+    it under ``results/archive/``), which keeps the site's weight to what a
+    reader can reach from a claim.
+    """
+    texts = [
+        path.read_text(encoding="utf-8", errors="replace")
+        for folder, patterns in WRITTEN_PAGES
+        for pattern in patterns
+        for path in sorted((root / folder).rglob(pattern))
+    ]
+    return {
+        rid
+        for rid in result_ids
+        if any(re.search(re.escape(rid) + r"(?![\w-])", text) for text in texts)
+    }
+
+
 class SiteBuild:
     """State of one mkdocs build (the hook keeps one and resets it per build)."""
 
     def __init__(self) -> None:
         self.root = Path(".")
         self.results = None
+        self.repo_url: str | None = None
         self.generated: list[pages.GeneratedFile] = []
         self.copies: list[tuple[str, Path]] = []
         self.sources: dict[str, str] = {}
         self.markers: dict[str, str] = {}
         self.generated_uris: set[str] = set()
         self.aside: dict[str, list[str]] = {}
+        self.notebook_styles: list[str] = []
+        self.published: set[str] = set()
 
     # ---------------------------------------------------------------- config
     def on_config(self, config) -> None:
+        from mkdocs.exceptions import PluginError
+
+        from kernel_portfolio.results import CommitMissing
+
         self.root = Path(config.config_file_path).resolve().parent
         # Notebooks run in kernels started by this process: their quote()
         # must read this tree's results, whatever directory mkdocs runs in.
         os.environ["KP_ROOT"] = str(self.root)
         self.results = gate.ResultSet(self.root)
-        self._generate()
+        self.repo_url = config.repo_url
+        try:
+            self._generate()
+        except CommitMissing as err:  # a shallow clone: one line that says how to fetch
+            raise PluginError(str(err)) from None
         docs = Path(config.docs_dir)
         uris = [p.relative_to(docs).as_posix() for p in docs.rglob("*") if p.is_file()]
         uris += [f.src_uri for f in self.generated] + [uri for uri, _ in self.copies]
@@ -198,13 +312,14 @@ class SiteBuild:
             config.nav = expand_nav(config.nav, uris)
 
     def _generate(self) -> None:
-        import plotly
-
         results = self.results
         self.generated, self.copies = [], []
         by_gpu: dict[str, list] = {}
         index_entries, invalid, others = [], [], []
-        for result_id in results.ids():
+        archived = [rid for rid in results.ids() if rid.startswith("archive/")]
+        unpublished = sorted(set(archived) - named_results(self.root, archived))
+        self.published = set(results.ids()) - set(unpublished)
+        for result_id in sorted(self.published):
             result = results.get(result_id)
             if result is None:
                 invalid.append(result_id)
@@ -215,7 +330,7 @@ class SiteBuild:
                 for c in data.get("cases", [])
                 if results.changed(result_id, c["id"])
             }
-            self.generated += pages.evidence_page(result_id, data, stale)
+            self.generated += pages.evidence_page(result_id, data, stale, self.repo_url)
             raw_json, raw_log = pages.raw_names(result_id, data)
             self.copies.append((raw_json, Path(result.path)))
             log_path = Path(result.path).with_name(data["log"]) if raw_log else None
@@ -230,14 +345,14 @@ class SiteBuild:
             else:
                 others.append(result_id)
         for gpu, entries in sorted(by_gpu.items()):
-            self.generated += pages.benchmarks_page(gpu, entries)
+            self.generated += pages.benchmarks_pages(gpu, entries)
         self.generated_uris = {f.src_uri for f in self.generated}
         allow, _ = gate.load_allowlist(self.root / gate.ALLOWLIST)
         self.markers = {
             "<!-- kp:benchmarks -->": pages.benchmarks_index(
-                {g: [e[0] for e in entries] for g, entries in by_gpu.items()}, invalid, others
+                {g: [e[:2] for e in entries] for g, entries in by_gpu.items()}, invalid, others
             ),
-            "<!-- kp:results -->": pages.results_index(index_entries),
+            "<!-- kp:results -->": pages.results_index(index_entries, unpublished),
             "<!-- kp:allowlist -->": pages.allowlist_index(allow),
         }
         for notebook in sorted((self.root / "case_studies").glob("*.py")):
@@ -249,8 +364,8 @@ class SiteBuild:
             for path in (record, record.with_suffix(".log")):
                 if path.is_file():
                     self.copies.append((f"evidence/{path.relative_to(base).as_posix()}", path))
-        plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-        self.copies.append(("assets/kp/plotly.min.js", plotly_js))
+        self.notebook_styles = notebook_styles()
+        self.generated.append(pages.GeneratedFile(NOTEBOOK_CSS, "\n".join(self.notebook_styles)))
 
     # ----------------------------------------------------------------- files
     def on_files(self, files, config):
@@ -312,9 +427,11 @@ class SiteBuild:
         kept = self.aside.pop(page.url, None)
         if kept is not None:
             return _ASIDE_RE.sub(lambda m: kept[int(m[1])], content)
+        content = render_attribute_claims(content)
         if not str(page.file.abs_src_path or "").endswith((".py", ".ipynb")):
             return content
         align_notebook_toc(content, page.toc)
+        content = share_notebook_styles(content, page.url, self.notebook_styles)
         return rewrite_notebook_links(strip_notebook_cdn(content), page, files)
 
     def on_post_page(self, output: str, page) -> str:
@@ -326,6 +443,8 @@ class SiteBuild:
         from mkdocs.exceptions import PluginError
 
         site = Path(config.site_dir)
+        search = next((p for n, p in config.plugins.items() if n.endswith("search")), None)
+        drop_unloaded_theme_files(site, (search.config.lang or ["en"]) if search else [])
         scans = gate.scan_site(site)
         index = site / EVIDENCE_INDEX / "index.html"
         if index.is_file():
@@ -343,11 +462,23 @@ class SiteBuild:
                 encoding="utf-8",
             )
             scans = [
-                gate.scan_page(s.url, index.read_text(encoding="utf-8"))
+                gate.read_charts(site, gate.scan_page(s.url, index.read_text(encoding="utf-8")))
                 if s.url == EVIDENCE_INDEX
                 else s
                 for s in scans
             ]
+        unbacked = sorted(
+            f"{scan.url or 'home'}: {attrs.get('data-result')}"
+            for scan in scans
+            for attrs, _ in scan.claims
+            if attrs.get("data-result") not in self.published
+        )
+        if unbacked:
+            raise PluginError(
+                "claims quote results that have no evidence page on this site (an archived "
+                "result is published only when a written page names its id literally):\n  "
+                + "\n  ".join(dict.fromkeys(unbacked))
+            )
         report = gate.judge(scans, self.root, sources=self.sources)
         if not report.ok:
             raise PluginError(report.summary())

@@ -3,11 +3,16 @@
 Math: ``C[m, n] = sum_k A[m, k] * B[k, n]`` for ``A`` of shape ``(M, K)`` and
 ``B`` of shape ``(K, N)``, accumulated in float32 and rounded once to the
 input dtype. float32 inputs are multiplied in full float32 (``tl.dot`` with
-``input_precision="ieee"``) unless the caller passes ``allow_tf32=True``.
+the input precision :data:`FP32_PRECISION`) unless the caller passes
+``allow_tf32=True``.
 
 Work: ``2 * M * N * K`` floating-point operations. Memory traffic, at the
 least: read ``A`` and ``B`` once and write ``C`` once, ``(M*K + K*N + M*N) *
-elem_bytes`` bytes. Large products are bound by the tensor cores, not memory.
+elem_bytes`` bytes. Large products are bound by the tensor cores; a product
+of few rows (a linear layer at a small batch: ``M`` of a few hundred or less
+against ``N, K`` of thousands) by reading ``B``, ``K*N*elem_bytes`` bytes.
+Split-K into ``runs`` adds ``8 * runs`` bytes per output element (float32
+partial tiles, each written once and read once, mostly within the L2).
 
 Two kernels, chosen by the launcher:
 
@@ -24,9 +29,10 @@ Two kernels, chosen by the launcher:
   shared memory, so ``a.T`` and ``b.T`` views are read in place. Needs every
   matrix to have one unit stride, the other stride a multiple of 16 bytes,
   and a 16-byte aligned start. A product with too few output tiles to fill
-  the SMs and a long ``K`` (:func:`_split_k`) splits ``K`` into runs: the
-  programs write float32 partial tiles to a workspace and
-  ``_split_k_reduce_kernel`` adds them in a fixed order and rounds once.
+  the SMs splits ``K`` into runs (split-K, :func:`_split_k`): each program
+  writes its float32 partial tile to a workspace, and the last run of a tile
+  to finish adds the tile's partials in a fixed order and rounds once, in the
+  same launch.
 * ``_matmul_kernel``: a plain tiled kernel reading through pointers and
   strides (any strides, zero strides included), grouped the same way. It runs
   under the Triton interpreter, on non-Hopper GPUs, for float32, and for
@@ -34,22 +40,29 @@ Two kernels, chosen by the launcher:
   slices, expanded views).
 
 Both accumulate in float32 and compute offsets in int64 where they can pass
-2^31.
+2^31. float32 operands take the pointer kernel with ``tl.dot``'s input
+precision :data:`FP32_PRECISION`.
 
-Specialisation and tuning. On a GPU both kernels are autotuned over short
-config lists (``TMA_CONFIGS``, ``POINTER_CONFIGS``). The tuning key holds
-``N``, the layout and dtype, and ``M`` and ``K`` rounded up to a power of two
-(``_bucket``): the batch dimension of a linear layer is ``M`` in the forward
-product and in ``dA``, and ``K`` in ``dB``, so a new batch size inside the
-same bucket reuses the tuned config instead of tuning again. Under
-``torch.compile`` with dynamic shapes the bucket becomes a range guard: a new
-batch size inside it reuses the compiled graph, one in another bucket
-compiles (and tunes) once more.
+Plans and tuning. The Hopper kernel's tile and split-K count come from a
+measured table (:data:`TMA_RULES`, :func:`_tma_plan`): ``M`` rounded up to a
+power of two (:func:`_bucket`) picks a row of tiles, and the counts of output
+tiles against the SMs pick a tile of the row and the split of ``K``
+(:data:`WAVE_FILL`, :data:`SPLIT_K_MAX`, :data:`SPLIT_K_MIN_RUN`);
+``scripts/gemm_tune.py`` times every tile of :data:`TMA_TILES` at every split
+against cuBLAS and summarises which wins per bucket. The pointer kernel is
+autotuned over :data:`POINTER_CONFIGS`, keyed by ``N``, the layout and dtype,
+and ``M`` and ``K`` bucketed the same way. The batch dimension of a linear
+layer is ``M`` in the forward product and in ``dA``, and ``K`` in ``dB``: a
+new batch size compiles nothing new unless it changes the tile (at most the
+tiles of the table), and under ``torch.compile`` with dynamic shapes the
+plan's comparisons become range guards, so a new batch size that keeps the
+plan reuses the compiled graph.
 
 Triton also compiles a variant per integer argument class (equal to 1, a
-multiple of 16, other). Both kernels opt every size and stride out of that
-(``do_not_specialize``), so one binary serves every shape of a dtype and
-layout. The Hopper kernel gains nothing from the knowledge: its tiles move
+multiple of 16, other). Both kernels opt every size and stride (and the
+split-K count) out of that (``do_not_specialize``), so one binary serves
+every shape of a dtype, layout and tile (two on the Hopper path: split and
+unsplit). The Hopper kernel gains nothing from the knowledge: its tiles move
 through descriptors. The pointer kernel needs two facts to turn its masked
 loads into 16-byte ``cp.async`` copies (without them it falls back to 2-byte
 loads), and gets them as compile-time constants instead, the case study's
@@ -87,6 +100,7 @@ same code. The Function and the op share one backward.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import torch
@@ -104,6 +118,8 @@ from kernel_portfolio.contracts import (
     eager_route,
     interpreter_enabled,
     launchable,
+    scratch,
+    stream_buffer,
 )
 
 # ---------------------------------------------------------------------------
@@ -235,22 +251,33 @@ def _matmul_kernel(
     )
 
 
-@triton.jit(
-    do_not_specialize=["M", "N", "K", "stride_a", "stride_b", "stride_c", "M_BUCKET", "K_BUCKET"]
-)
+@triton.jit
+def _store_tile(c_desc, tile, off_m, off_n, EPILOGUE_SPLIT: tl.constexpr):
+    """Store a rounded output tile through the descriptor, in ``EPILOGUE_SPLIT`` column slices."""
+    if EPILOGUE_SPLIT == 2:
+        BLOCK_M: tl.constexpr = tile.shape[0]
+        SUB_N: tl.constexpr = tile.shape[1] // 2
+        left, right = tl.split(tl.permute(tl.reshape(tile, (BLOCK_M, 2, SUB_N)), (0, 2, 1)))
+        c_desc.store([off_m, off_n], left)
+        c_desc.store([off_m, off_n + SUB_N], right)
+    else:
+        c_desc.store([off_m, off_n], tile)
+
+
+@triton.jit(do_not_specialize=["M", "N", "K", "stride_a", "stride_b", "stride_c", "split_k"])
 def _matmul_tma_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
     ws_ptr,
+    count_ptr,
     M,
     N,
     K,
     stride_a,
     stride_b,
     stride_c,
-    M_BUCKET,
-    K_BUCKET,
+    split_k,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -262,7 +289,7 @@ def _matmul_tma_kernel(
     WARP_SPECIALIZE: tl.constexpr,
     EPILOGUE_SPLIT: tl.constexpr,
     WIDEN_OPERANDS: tl.constexpr,
-    SPLIT_K: tl.constexpr,
+    PARTIALS: tl.constexpr,
 ):
     """Persistent GEMM through tensor descriptors (Hopper's copy engine).
 
@@ -277,11 +304,18 @@ def _matmul_tma_kernel(
     needs less shared memory for the epilogue and leaves more for stages.
     ``WIDEN_OPERANDS``: see ``_widen_operands``.
 
-    ``SPLIT_K`` above 1 splits ``K`` into that many runs of whole ``BLOCK_K``
-    tiles: the programs walk ``SPLIT_K x`` the output tiles (run ``s`` of every
-    tile before run ``s + 1``), and each stores its float32 partial tile in
-    slice ``s`` of ``ws_ptr`` (``SPLIT_K`` row-major ``M x N`` slices) instead
-    of ``C``; :func:`_split_k_reduce_kernel` sums the slices into ``C``.
+    Split-K (``PARTIALS``): ``K`` is cut into ``split_k`` runs of whole
+    ``BLOCK_K`` steps, as even as they divide; the programs walk ``split_k x``
+    the output tiles (run ``r`` of every tile before run ``r + 1``). Each
+    stores its float32 partial tile in the workspace ``ws_ptr`` (one whole
+    ``BLOCK_M x BLOCK_N`` block per tile and run, tile-major) and counts
+    itself in on the tile's counter (``count_ptr[tile]``, 0 between
+    launches): its stores are released with its count, and the run that
+    counts last acquires the others', adds the tile's ``split_k`` partials in
+    run order (the same sum whichever run finishes last), rounds once into
+    ``C`` and sets the counter back to 0. No program waits for another.
+    Without ``PARTIALS``, ``split_k``, ``ws_ptr`` and ``count_ptr`` are
+    unused.
     """
     if A_COL_MAJOR:
         a_desc = tl.make_tensor_descriptor(
@@ -299,34 +333,36 @@ def _matmul_tma_kernel(
         b_desc = tl.make_tensor_descriptor(
             b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N]
         )
-    SUB_N: tl.constexpr = BLOCK_N // EPILOGUE_SPLIT
     c_desc = tl.make_tensor_descriptor(
-        c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, SUB_N]
+        c_ptr,
+        shape=[M, N],
+        strides=[stride_c, 1],
+        block_shape=[BLOCK_M, BLOCK_N // EPILOGUE_SPLIT],
     )
+    out_ty = c_ptr.dtype.element_ty
 
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BLOCK_K)
-    k_run = tl.cdiv(k_tiles, SPLIT_K)  # BLOCK_K tiles in a run of K
+    n_items = num_tiles
+    if PARTIALS:
+        n_items = num_tiles * split_k
     # The epilogue recomputes its tile from a counter of its own: sharing
     # pid_m/pid_n between the loads and the store would tie the prologue of
     # the next tile to the epilogue of this one once the loops are fused.
     epilogue_item = tl.program_id(0) - NUM_SMS
     for item in tl.range(
-        tl.program_id(0),
-        num_tiles * SPLIT_K,
-        NUM_SMS,
-        flatten=FLATTEN,
-        warp_specialize=WARP_SPECIALIZE,
+        tl.program_id(0), n_items, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE
     ):
         tile = item
         k_first = 0
         k_end = k_tiles
-        if SPLIT_K > 1:
+        if PARTIALS:
             tile = item % num_tiles
-            k_first = item // num_tiles * k_run
-            k_end = min(k_first + k_run, k_tiles)
+            run = item // num_tiles
+            k_first = run * k_tiles // split_k
+            k_end = (run + 1) * k_tiles // split_k
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -344,40 +380,32 @@ def _matmul_tma_kernel(
 
         epilogue_item += NUM_SMS
         tile = epilogue_item
-        if SPLIT_K > 1:
+        if PARTIALS:
             tile = epilogue_item % num_tiles
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        if SPLIT_K > 1:
-            rm = off_m + tl.arange(0, BLOCK_M)
-            rn = off_n + tl.arange(0, BLOCK_N)
-            slice_start = (epilogue_item // num_tiles).to(tl.int64) * M * N
-            offsets = slice_start + rm[:, None].to(tl.int64) * N + rn[None, :]
-            tl.store(ws_ptr + offsets, acc, mask=(rm < M)[:, None] & (rn < N)[None, :])
-        elif EPILOGUE_SPLIT == 2:
-            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, SUB_N)), (0, 2, 1))
-            left, right = tl.split(halves)
-            c_desc.store([off_m, off_n], left.to(c_ptr.dtype.element_ty))
-            c_desc.store([off_m, off_n + SUB_N], right.to(c_ptr.dtype.element_ty))
+        if PARTIALS:
+            # Partial tiles are whole BLOCK_M x BLOCK_N blocks, tile by tile and
+            # run by run: offsets the compiler knows, no masks (the store to C
+            # clips the edges).
+            in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+            partials = ws_ptr + tile.to(tl.int64) * split_k * (BLOCK_M * BLOCK_N)
+            run = epilogue_item // num_tiles
+            tl.store(partials + run * (BLOCK_M * BLOCK_N) + in_tile, acc)
+            tl.debug_barrier()  # every thread's stores before the count
+            arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if arrived == split_k - 1:
+                total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for r in range(split_k):
+                    # .cg: from the L2, where the other runs' stores are, never a stale L1 line.
+                    total += tl.load(
+                        partials + r * (BLOCK_M * BLOCK_N) + in_tile, cache_modifier=".cg"
+                    )
+                _store_tile(c_desc, total.to(out_ty), off_m, off_n, EPILOGUE_SPLIT)
+                tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
         else:
-            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
-
-
-@triton.jit(do_not_specialize=["M", "N", "stride_c"])
-def _split_k_reduce_kernel(
-    ws_ptr, c_ptr, M, N, stride_c, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr
-):
-    """``C = sum of the SPLIT_K float32 slices of ws_ptr``, added in order and rounded once."""
-    n_elems = M.to(tl.int64) * N
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n_elems
-    acc = tl.load(ws_ptr + offsets, mask=mask, other=0.0)
-    for s in tl.static_range(1, SPLIT_K):
-        acc += tl.load(ws_ptr + s * n_elems + offsets, mask=mask, other=0.0)
-    row = offsets // N
-    c = c_ptr + row * stride_c + (offsets - row * N)
-    tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=mask)
+            _store_tile(c_desc, acc.to(out_ty), off_m, off_n, EPILOGUE_SPLIT)
 
 
 # ---------------------------------------------------------------------------
@@ -385,24 +413,245 @@ def _split_k_reduce_kernel(
 # ---------------------------------------------------------------------------
 
 
-def _tma_config(bm, bn, bk, warps, stages, *, ws=False, split=1):
-    return triton.Config(
-        {
-            "BLOCK_M": bm,
-            "BLOCK_N": bn,
-            "BLOCK_K": bk,
+@dataclasses.dataclass(frozen=True)
+class TmaTile:
+    """A tile of the Hopper kernel and how it is launched.
+
+    Shared memory is ``(block_m + block_n) * block_k * 2`` bytes a stage plus
+    ``block_m * block_n * 2 / epilogue_split`` for the epilogue, within the
+    H200's 227 KiB (the ahead-of-time compile in ``tests/test_matmul.py``
+    checks every tile of :data:`TMA_TILES`). A 128x256 accumulator needs 8
+    warps to stay in registers.
+
+    Attributes:
+        block_m: Rows of the output tile.
+        block_n: Columns of the output tile.
+        block_k: The ``K`` step.
+        warps: ``num_warps``. A warp-specialised tile takes 4: Triton 3.6 then
+            runs two 4-warp consumer groups (each half of ``block_m``) beside
+            a producer group, 12 warps in all; with 8 it leaves the loop
+            unspecialised.
+        stages: ``num_stages``, the operand tiles in flight.
+        warp_specialize: Producer and consumer warps instead of the fused loop.
+        epilogue_split: Column slices the output tile is stored in (1 or 2).
+    """
+
+    block_m: int
+    block_n: int
+    block_k: int
+    warps: int
+    stages: int
+    warp_specialize: bool = False
+    epilogue_split: int = 1
+
+    @property
+    def splits(self) -> bool:
+        """Whether the tile may split ``K`` (:func:`_split_k`): not when warp-specialised.
+
+        Triton 3.6 runs the epilogue of a warp-specialised loop in each of its
+        two consumer groups, so each group counts itself in on the tile's
+        counter, and the compiled split epilogue keeps no reset of the counter
+        (two atomic adds and no exchange in the PTX: the ahead-of-time compile
+        in ``tests/test_matmul.py``); the 128x256 tile's would also need
+        279000 bytes of shared memory beside its stages, over the H200's 227 KiB.
+        """
+        return not self.warp_specialize
+
+    @property
+    def name(self) -> str:
+        """``128x256x64 w8 s3``, with `` ws`` and `` e2`` where set: the tuning script's label."""
+        name = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.warps} s{self.stages}"
+        return (
+            name
+            + " ws" * self.warp_specialize
+            + f" e{self.epilogue_split}" * (self.epilogue_split > 1)
+        )
+
+    def launch_args(self) -> dict:
+        """The kernel's tile constants and launch options."""
+        return {
+            "BLOCK_M": self.block_m,
+            "BLOCK_N": self.block_n,
+            "BLOCK_K": self.block_k,
             "GROUP_M": 8,
-            "FLATTEN": not ws,
-            "WARP_SPECIALIZE": ws,
-            "EPILOGUE_SPLIT": split,
-        },
-        num_warps=warps,
-        num_stages=stages,
-    )
+            "FLATTEN": not self.warp_specialize,
+            "WARP_SPECIALIZE": self.warp_specialize,
+            "EPILOGUE_SPLIT": self.epilogue_split,
+            "num_warps": self.warps,
+            "num_stages": self.stages,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class TmaPlan:
+    """What one product launches on the Hopper path: a tile and the runs ``K`` is split into."""
+
+    tile: TmaTile
+    split_k: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TmaRule:
+    """A row of :data:`TMA_RULES`: the tiles for an ``M`` bucket, in order of preference.
+
+    Attributes:
+        max_m: The largest ``M`` bucket (:func:`_bucket`) of the row; ``None``
+            for the last row, every larger bucket.
+        tiles: Names of :data:`TMA_TILES` entries (:attr:`TmaTile.name`).
+    """
+
+    max_m: int | None
+    tiles: tuple[str, ...]
+
+
+#: Every tile the Hopper path may take: what ``scripts/gemm_tune.py`` times,
+#: each with every split-K count that fits the SMs, against cuBLAS at the
+#: models layer shapes; :data:`TMA_RULES` takes its tiles from it. 128- and
+#: 256-row tiles are for products that fill the SMs with output tiles;
+#: 64-row tiles (one warpgroup) for few rows, where the product is bound by
+#: reading ``B`` and the tile count matters more than the tile's rate (a
+#: 64x128x64 tile ran the cubes at 0.60-0.65x of cuBLAS in
+#: ``results/h200/checks/gemm-tune-20261201T0416Z.log``). A warp-specialised
+#: 128x128x64 tile with five stages was dropped: in one H200 run (Triton
+#: 3.6, raw output not kept) it left the output unwritten for every layout.
+TMA_TILES = (
+    TmaTile(128, 256, 64, 8, 3),
+    TmaTile(128, 256, 64, 8, 4, epilogue_split=2),
+    TmaTile(128, 256, 64, 4, 3, warp_specialize=True),
+    TmaTile(256, 128, 64, 8, 3),
+    TmaTile(128, 128, 64, 8, 4),
+    TmaTile(128, 128, 64, 4, 4),
+    TmaTile(128, 128, 64, 4, 4, warp_specialize=True),
+    TmaTile(128, 128, 128, 8, 3),
+    TmaTile(128, 64, 128, 4, 4),
+    TmaTile(64, 256, 64, 4, 4),
+    TmaTile(64, 128, 128, 4, 4),
+    TmaTile(64, 128, 64, 4, 8),
+    TmaTile(64, 64, 128, 4, 6),
+)
+_TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
+
+#: The Hopper path's plan table: the first row whose ``max_m`` holds the
+#: product's ``M`` bucket gives the tiles :func:`_tma_plan` chooses between.
+#: Rows, tiles and the three constants below come from ``scripts/gemm_tune.py``
+#: (``results/h200/gemm_tune.json``, its "chosen per bucket" summary: per
+#: bucket the row whose planned candidates have the best geometric-mean speed
+#: against cuBLAS over the bucket's cells, both dtypes and every (N, K) of the
+#: models layer shapes, under the best-scoring constants). Until that run the
+#: rows are reasoned from the plan arithmetic: up to 128 rows the product
+#: reads ``B`` once and computes little, and a 64-row tile gives twice the
+#: 128-row tile's count (split-K the rest); at 256 rows a 128x128 tile keeps
+#: two warpgroups busy; past that the widest tile that fills the SMs
+#: (:data:`WAVE_FILL`), else the narrower one.
+TMA_RULES = (
+    TmaRule(128, ("64x128x128 w4 s4",)),
+    TmaRule(256, ("128x128x64 w8 s4",)),
+    TmaRule(None, ("128x256x64 w8 s3", "128x128x64 w8 s4")),
+)
+
+#: Least share of the SMs' time a tile's waves must keep busy (its output
+#: tiles times its split-K runs, over whole waves of one item an SM) for
+#: :func:`_tma_plan` to take it before the next tile of its row. A 1024x6144
+#: output is 192 tiles of 128x256 for 132 SMs, two waves 73% busy, and 384
+#: tiles of 128x128, three waves 97% busy. From ``scripts/gemm_tune.py``
+#: (``results/h200/gemm_tune.json``: the summary's fitted constants, every
+#: combination of its ``FIT_GRID`` scored on the measured cells).
+WAVE_FILL = 0.9
+
+#: Split-K (:func:`_split_k`): the most runs of ``K``, and the shortest run
+#: worth splitting off. From ``scripts/gemm_tune.py``
+#: (``results/h200/gemm_tune.json``: the summary's fitted constants; the sweep
+#: times every tile at every count up to two waves of work items).
+SPLIT_K_MAX = 4
+SPLIT_K_MIN_RUN = 1024
+
+#: ``tl.dot``'s input precision for float32 operands without ``allow_tf32``
+#: (the pointer path): ``"ieee"`` multiplies in full float32 on the FMA
+#: units. ``scripts/gemm_tune.py`` times it against ``"tf32x3"`` (each
+#: operand split into a TF32 value and a TF32 remainder, three tensor-core
+#: products, float32 accumulation) at 4096^3 with each one's error against
+#: float64 (``results/h200/gemm_tune.json``).
+FP32_PRECISION = "ieee"
+
+#: Streaming multiprocessors assumed under the interpreter: an odd count, so
+#: the persistent tile loop's stride is exercised on the CPU too.
+_INTERPRETER_SMS = 3
+
+
+def _bucket(n) -> int:
+    """``n`` rounded up to a power of two, at least 16 (the plan table's and tuning key's bucket).
+
+    Written as a loop of comparisons so that a symbolic size under
+    ``torch.compile`` becomes a range guard rather than a specialisation.
+    """
+    bucket = 16
+    while bucket < n:
+        bucket *= 2
+    return bucket
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+@functools.cache
+def _compute_major(index: int) -> int:
+    """The major compute capability of CUDA device ``index`` (asked once per device)."""
+    return torch.cuda.get_device_capability(index)[0]
+
+
+def _split_k(tile: TmaTile, tiles, K, num_sms: int) -> int:
+    """Runs of ``K`` for ``tiles`` output tiles of ``tile``: as many as one wave holds.
+
+    A product with fewer output tiles than half the SMs leaves SMs idle for
+    its whole ``K`` loop: a 64 x 4096 output is 32 tiles of 64x128 for 132
+    SMs, and the ``dB`` of a linear layer with a large batch (``1024 x 1024``
+    from ``K = 65536``: 64 tiles of 128x128) ran at 0.65-0.67x of cuBLAS
+    (``results/h200/checks/gemm-tune-20261201T0416Z.log``). Such a product is
+    split into ``num_sms // tiles`` runs, at most :data:`SPLIT_K_MAX`, each at
+    least :data:`SPLIT_K_MIN_RUN` of ``K`` long. The runs never pass one wave,
+    so the float32 partial tiles (``runs * tiles`` of them, written once and
+    read once, mostly in the L2) number at most ``num_sms``. A tile that may
+    not split (:attr:`TmaTile.splits`) never does.
+    """
+    if not tile.splits or 2 * tiles > num_sms:
+        return 1
+    return max(1, min(SPLIT_K_MAX, num_sms // tiles, K // SPLIT_K_MIN_RUN))
+
+
+def _tma_plan(M, N, K, num_sms: int) -> TmaPlan:
+    """The Hopper path's tile and split-K count for an ``M x N x K`` product.
+
+    The row of :data:`TMA_RULES` for ``M``'s bucket names the tiles; each gets
+    its split-K count (:func:`_split_k`), and the first whose work items keep
+    at least :data:`WAVE_FILL` of the SMs' time busy is taken, else the one
+    that keeps the most (the first on a tie). Integer arithmetic only, so that
+    symbolic sizes under ``torch.compile`` become guards on ranges.
+    """
+    bucket = _bucket(M)
+    rule = next(r for r in TMA_RULES if r.max_m is None or bucket <= r.max_m)
+    best = None
+    for name in rule.tiles:
+        tile = _TILES_BY_NAME[name]
+        tiles = plans.cdiv(M, tile.block_m) * plans.cdiv(N, tile.block_n)
+        split = _split_k(tile, tiles, K, num_sms)
+        items = tiles * split
+        busy = plans.cdiv(items, num_sms) * num_sms  # SM slots of the waves
+        if 100 * items >= round(100 * WAVE_FILL) * busy:
+            return TmaPlan(tile, split)
+        if best is None or items * best[2] > best[1] * busy:
+            best = (TmaPlan(tile, split), items, busy)
+    return best[0]
+
+
+#: :func:`_tma_plan` for plain integer sizes, cached: the host cost of a call
+#: matters at the small products (symbolic sizes skip the cache).
+_tma_plan_cached = functools.lru_cache(maxsize=4096)(_tma_plan)
 
 
 def _fixed_config_kwargs(config: triton.Config) -> dict:
-    """A fixed config's launch arguments (meta-parameters, warps, stages).
+    """A fixed pointer-path config's launch arguments (meta-parameters, warps, stages).
 
     ``num_ctas`` is left out: ``wrap_triton`` refuses it as a launch argument,
     and every config here runs one CTA per program (its default).
@@ -418,34 +667,6 @@ def _pointer_config(bm, bn, bk, warps, stages):
     )
 
 
-#: Candidate configs of the Hopper path. Shared memory is ``(BLOCK_M +
-#: BLOCK_N) * BLOCK_K * 2`` bytes per stage plus ``BLOCK_M * BLOCK_N * 2 /
-#: EPILOGUE_SPLIT`` for the epilogue, within the H200's 227 KiB; a 128x256
-#: accumulator needs 8 warps to stay in registers. Warp-specialised configs
-#: take ``num_warps=4``: Triton 3.6 then runs two 4-warp consumer groups (each
-#: half of ``BLOCK_M``) beside a producer group, 12 warps in all; with 8 warps
-#: it leaves the loop unspecialised, and a 64-row tile does not split. A first
-#: list from those limits; ``scripts/gemm_tune.py`` measures each one on the
-#: H200 and the list is to be cut to what wins there. A warp-specialised
-#: 128x128x64 tile with five stages was dropped: in one H200 run (Triton 3.6,
-#: raw output not kept, so a lead to re-check with ``test_every_tma_config``)
-#: it left the output unwritten (NaN in a poisoned output) for every layout,
-#: and the autotuner, which times but never checks, could pick it. The
-#: 64x128 tile is for products with few output tiles and a long ``K``: the
-#: ``dB`` of a linear layer with a large batch (a 1024x1024 output is 64 tiles
-#: of 128x128, so half of an H200's 132 SMs would wait; 128 tiles of 64x128).
-TMA_CONFIGS = [
-    _tma_config(128, 256, 64, 8, 3),
-    _tma_config(128, 256, 64, 8, 4, split=2),
-    _tma_config(256, 128, 64, 8, 3),
-    _tma_config(128, 128, 64, 8, 4),
-    _tma_config(128, 128, 64, 4, 4),
-    _tma_config(64, 256, 64, 4, 4),
-    _tma_config(64, 128, 64, 4, 4),
-    _tma_config(128, 256, 64, 4, 3, ws=True),
-    _tma_config(128, 128, 64, 4, 4, ws=True),
-]
-
 #: Candidate configs of the pointer path (any GPU, any strides).
 POINTER_CONFIGS = [
     _pointer_config(128, 128, 32, 4, 4),
@@ -455,12 +676,10 @@ POINTER_CONFIGS = [
     _pointer_config(64, 64, 32, 4, 4),
 ]
 
-#: Configs used under the Triton interpreter, where the autotuner cannot time
+#: What runs under the Triton interpreter, where the autotuner cannot time
 #: anything: small tiles keep the CPU emulation fast.
-INTERPRETER_CONFIGS = {
-    "pointer": _pointer_config(32, 32, 32, 4, 1),
-    "tma": _tma_config(32, 32, 32, 4, 1),
-}
+INTERPRETER_POINTER_CONFIG = _pointer_config(32, 32, 32, 4, 1)
+INTERPRETER_TILE = TmaTile(32, 32, 32, 4, 1)
 
 
 def _tma_scratch(size: int, alignment: int, stream) -> torch.Tensor:
@@ -483,94 +702,10 @@ def _set_tma_allocator(*args, **kwargs) -> None:
 
 _matmul_tma_kernel.add_pre_run_hook(_set_tma_allocator)
 
-_TUNING_KEY = ["M_BUCKET", "N", "K_BUCKET"]
 _matmul_tuned = triton.autotune(
     configs=POINTER_CONFIGS,
-    key=[*_TUNING_KEY, "INPUT_PRECISION", "A_UNIT", "B_UNIT", "C_UNIT", "VEC"],
+    key=["M_BUCKET", "N", "K_BUCKET", "INPUT_PRECISION", "A_UNIT", "B_UNIT", "C_UNIT", "VEC"],
 )(_matmul_kernel)
-
-
-def _fitting_configs(
-    configs: list[triton.Config], named_args: dict, **kwargs
-) -> list[triton.Config]:
-    """The Hopper configs that fit an SM's shared memory at this launch's ``SPLIT_K``.
-
-    A split-K launch stores float32 partial tiles through pointers; a
-    warp-specialised program stages that tile in shared memory, which a
-    128x256 tile does not fit beside its three stages (272 KiB by the
-    ahead-of-time compile in the tests, over the H200's 227 KiB). The autotuner's
-    ``early_config_prune``: it passes the launch's keyword arguments.
-    """
-    if kwargs.get("SPLIT_K", 1) == 1:
-        return configs
-    return [
-        c
-        for c in configs
-        if not (
-            c.kwargs["WARP_SPECIALIZE"] and c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] > 128 * 128
-        )
-    ]
-
-
-_matmul_tma_tuned = triton.autotune(
-    configs=TMA_CONFIGS,
-    key=[*_TUNING_KEY, "A_COL_MAJOR", "B_COL_MAJOR", "SPLIT_K"],
-    prune_configs_by={"early_config_prune": _fitting_configs},
-)(_matmul_tma_kernel)
-
-#: Split-K on the Hopper path (:func:`_split_k`): most runs of ``K``, the
-#: shortest run worth splitting off, and the elements a program of the
-#: reduction sums.
-SPLIT_K_MAX = 4
-SPLIT_K_MIN_RUN = 4096
-SPLIT_K_REDUCE_BLOCK = 1024
-
-#: Streaming multiprocessors assumed under the interpreter: an odd count, so
-#: the persistent tile loop's stride is exercised on the CPU too.
-_INTERPRETER_SMS = 3
-
-
-def _bucket(n) -> int:
-    """``n`` rounded up to a power of two, at least 16 (the tuning-key bucket).
-
-    Written as a loop of comparisons so that a symbolic size under
-    ``torch.compile`` becomes a range guard rather than a specialisation.
-    """
-    bucket = 16
-    while bucket < n:
-        bucket *= 2
-    return bucket
-
-
-@functools.cache
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-@functools.cache
-def _compute_major(index: int) -> int:
-    """The major compute capability of CUDA device ``index`` (asked once per device)."""
-    return torch.cuda.get_device_capability(index)[0]
-
-
-def _split_k(M, N, K, num_sms: int) -> int:
-    """Runs of ``K`` for the Hopper path: 1, or a power of two up to ``SPLIT_K_MAX``.
-
-    A product with fewer 128x128 output tiles than half the SMs leaves SMs
-    idle for its whole ``K`` loop: the ``dB`` of a linear layer with a large
-    batch (``1024 x 1024`` from ``K = 65536``: 64 tiles for 132 SMs) ran at
-    0.65-0.67x of cuBLAS (``results/h200/checks/gemm-tune-20261201T0416Z.log``).
-    Splitting ``K`` doubles the work items while they still fit the SMs and
-    each run keeps at least ``SPLIT_K_MIN_RUN`` of ``K``. The float32 partial
-    tiles cost ``splits * M * N * 4`` bytes of workspace, written and read once.
-    """
-    tiles = plans.cdiv(M, 128) * plans.cdiv(N, 128)
-    splits = 1
-    while (
-        splits < SPLIT_K_MAX and 2 * splits * tiles <= num_sms and 2 * splits * SPLIT_K_MIN_RUN <= K
-    ):
-        splits *= 2
-    return splits
 
 
 def _widen_operands(dtype: torch.dtype, interpreter: bool) -> bool:
@@ -650,7 +785,8 @@ def _launch_matmul(
     allow_tf32: bool,
     path: str = "auto",
     config: triton.Config | None = None,
-    split_k: int | None = None,
+    plan: TmaPlan | None = None,
+    precision: str | None = None,
 ) -> None:
     """Write ``a @ b`` into ``out`` (shape ``(M, N)``, any strides for the pointer path).
 
@@ -662,14 +798,20 @@ def _launch_matmul(
         path: ``"auto"`` (the Hopper path where it applies, else pointers),
             ``"tma"`` or ``"pointer"`` to force one; tests and the tuning
             script force paths.
-        config: A fixed ``triton.Config`` instead of autotuning (tuning
-            script, tests); under the interpreter a small default is used.
-        split_k: Runs of ``K`` on the Hopper path instead of :func:`_split_k`'s
-            (tests).
+        config: A fixed pointer-path ``triton.Config`` instead of autotuning
+            (tuning script, tests); under the interpreter
+            :data:`INTERPRETER_POINTER_CONFIG`.
+        plan: A fixed Hopper-path plan instead of :func:`_tma_plan`'s (tuning
+            script, tests); under the interpreter :data:`INTERPRETER_TILE`,
+            unsplit.
+        precision: The pointer path's ``tl.dot`` input precision for float32
+            operands instead of ``"tf32"`` or :data:`FP32_PRECISION` (tuning
+            script).
 
     Raises:
         ValueError: ``path="tma"`` for operands the copy engine cannot
-            describe, or an unknown path.
+            describe, an unknown path, or a ``plan`` whose ``split_k`` is
+            below 1 (or above 1 for a tile that may not split).
     """
     M, K = a.shape
     N = b.shape[1]
@@ -687,12 +829,14 @@ def _launch_matmul(
         raise ValueError(f"path must be 'auto', 'tma' or 'pointer', got {path!r}")
     if path == "tma" and a.dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"path='tma' supports float16 and bfloat16, not {a.dtype}")
-    if config is None and interpreter:
-        config = INTERPRETER_CONFIGS[path]
-    buckets = {"M_BUCKET": _bucket(M), "K_BUCKET": _bucket(K)}
 
     if path == "pointer":
-        precision = "tf32" if allow_tf32 and a.dtype == torch.float32 else "ieee"
+        if config is None and interpreter:
+            config = INTERPRETER_POINTER_CONFIG
+        if precision is None:
+            precision = "ieee"
+            if a.dtype == torch.float32:
+                precision = "tf32" if allow_tf32 else FP32_PRECISION
         kernel = _matmul_tuned if config is None else _matmul_kernel
         extra = {} if config is None else _fixed_config_kwargs(config)
         grid = lambda meta: (plans.cdiv(M, meta["BLOCK_M"]) * plans.cdiv(N, meta["BLOCK_N"]),)
@@ -706,7 +850,8 @@ def _launch_matmul(
             *a.stride(),
             *b.stride(),
             *out.stride(),
-            **buckets,
+            M_BUCKET=_bucket(M),
+            K_BUCKET=_bucket(K),
             INPUT_PRECISION=precision,
             WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
             **_pointer_layout(a, b, out),
@@ -722,37 +867,49 @@ def _launch_matmul(
     (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
     # Under device_guard the current device is a's.
     num_sms = _INTERPRETER_SMS if interpreter else _sm_count(torch.cuda.current_device())
-    kernel = _matmul_tma_tuned if config is None else _matmul_tma_kernel
-    extra = {} if config is None else _fixed_config_kwargs(config)
-    splits = _split_k(M, N, K, num_sms) if split_k is None else split_k
-    ws = out
-    if splits > 1:
-        ws = torch.empty((splits, M, N), dtype=torch.float32, device=out.device)
+    if plan is None:
+        if interpreter:
+            plan = TmaPlan(INTERPRETER_TILE)
+        elif type(M) is int and type(N) is int and type(K) is int:
+            plan = _tma_plan_cached(M, N, K, num_sms)
+        else:
+            plan = _tma_plan(M, N, K, num_sms)
+    tile = plan.tile
+    if plan.split_k < 1:
+        raise ValueError(f"plan.split_k must be at least 1, got {plan.split_k}")
+    if plan.split_k > 1 and not tile.splits:
+        raise ValueError(f"plan.split_k must be 1 for the tile {tile.name}, got {plan.split_k}")
+    partials = plan.split_k > 1
+    ws = counts = out  # unused unless K is split
+    if partials:
+        n_tiles = plans.cdiv(M, tile.block_m) * plans.cdiv(N, tile.block_n)
+        ws = scratch((n_tiles, plan.split_k, tile.block_m, tile.block_n), torch.float32, out.device)
+        if eager_route():
+            counts = stream_buffer("matmul split-k counters", n_tiles, torch.int32, out.device)
+        else:  # a traced launch, which cannot carry state between calls
+            counts = torch.zeros(n_tiles, dtype=torch.int32, device=out.device)
     # A program that finds no tile exits at once, so the grid is simply one
     # program per multiprocessor: no size-dependent grid, nothing to guard.
-    launchable(kernel)[(num_sms,)](
+    launchable(_matmul_tma_kernel)[(num_sms,)](
         a,
         b,
         out,
         ws,
+        counts,
         M,
         N,
         K,
         stride_a,
         stride_b,
         stride_c,
-        **buckets,
+        plan.split_k,
         A_COL_MAJOR=a_col,
         B_COL_MAJOR=b_col,
         NUM_SMS=num_sms,
         WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
-        SPLIT_K=splits,
-        **extra,
+        PARTIALS=partials,
+        **tile.launch_args(),
     )
-    if splits > 1:
-        launchable(_split_k_reduce_kernel)[(plans.cdiv(M * N, SPLIT_K_REDUCE_BLOCK),)](
-            ws, out, M, N, stride_c, SPLIT_K=splits, BLOCK=SPLIT_K_REDUCE_BLOCK, num_warps=4
-        )
 
 
 # ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ so a kernel that addresses row ``r`` at ``r * N`` gets 2-byte accesses on
 every row, and a masked width of ``N`` spoils the mask too.
 
 The row kernels therefore split each row of such a launch
-(:func:`kernel_portfolio.plans.row_vec` says when: ``PEEL``) into three parts,
+(:func:`row_vec` says when: ``PEEL``) into three parts,
 by element offset from the tensor's start ``o = r * stride``:
 
 ```text
@@ -37,6 +37,32 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernel_portfolio import plans
+
+
+def row_vec(
+    elem_bytes: int, n_cols: int, row_strides: tuple[int, ...], unit_cols: bool = True
+) -> tuple[int, bool]:
+    """The ``VEC`` and ``PEEL`` kernel arguments: 16-byte accesses at any row alignment.
+
+    Where the width and every row stride are multiples of a full 16-byte
+    vector, rows start on a 16-byte boundary and this is ``(full, False)``,
+    the rule of :func:`kernel_portfolio.plans.vec_width`. A row of an odd
+    width (50257 columns of float16) starts on a boundary only every eighth
+    row, and that rule falls to 2-byte accesses. Instead, while the columns
+    have unit stride (``unit_cols``) and every row stride leaves the same
+    remainder modulo the full vector (each row of every tensor the kernel
+    touches then starts the same number of elements past a boundary), this
+    is ``(full, True)``: the kernels peel each row into a head, an aligned
+    body of whole vectors and a tail, so the body moves in 16-byte vectors.
+    Otherwise ``(vec_width(...), False)``.
+    """
+    vec = plans.vec_width(elem_bytes, n_cols, row_strides)
+    full = max(1, 16 // elem_bytes)
+    if vec == full or not unit_cols or any((s - row_strides[0]) % full for s in row_strides):
+        return vec, False
+    return full, True
+
 
 @triton.jit
 def row_head(row_offset, VEC: tl.constexpr, PEEL: tl.constexpr):
@@ -45,15 +71,25 @@ def row_head(row_offset, VEC: tl.constexpr, PEEL: tl.constexpr):
 
 
 @triton.jit
-def body_offset(row_offset, head, VEC: tl.constexpr):
-    """Element offset of the row's body, ``row_offset + head``, visibly a multiple of ``VEC``."""
-    return (row_offset + head) // VEC * VEC
+def body_offset(row, stride_m, head, VEC: tl.constexpr, PEEL: tl.constexpr):
+    """Element offset of row ``row``'s body, visibly a multiple of ``VEC``.
+
+    ``row * stride_m + head``; without ``PEEL`` the stride is a multiple of
+    ``VEC`` already and is rebuilt as ``stride_m // VEC * VEC``, the aligned
+    kernels' own arithmetic.
+    """
+    return (row * stride_m + head) // VEC * VEC if PEEL else row * (stride_m // VEC * VEC)
 
 
 @triton.jit
-def body_width(n_cols, head, VEC: tl.constexpr):
-    """Columns of the body: ``n_cols - head`` rounded down to a multiple of ``VEC`` (at least 0)."""
-    return tl.maximum(n_cols - head, 0) // VEC * VEC
+def body_width(n_cols, head, VEC: tl.constexpr, PEEL: tl.constexpr):
+    """Columns of the body: ``n_cols - head`` rounded down to a multiple of ``VEC`` (at least 0).
+
+    A loop over a row's chunks keeps ``cdiv(n_cols, BLOCK)`` chunks, the same
+    for every row (a bound that changes row by row costs registers on sm_90),
+    and masks them with this width: a chunk past the body is masked whole.
+    """
+    return tl.maximum(n_cols - head, 0) // VEC * VEC if PEEL else n_cols // VEC * VEC
 
 
 @triton.jit

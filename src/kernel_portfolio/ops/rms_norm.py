@@ -85,7 +85,7 @@ dtypes, ``HAS_RESIDUAL``, ``HAS_WEIGHT``, ``HAS_DH``, ``STORE_RSTD``,
 ``ONE_CHUNK``, ``BLOCK``, ``TAIL`` and ``num_warps`` (fixed by the plan: a
 block plan's row just past a power of two is held as a main block and a small
 tail, :func:`kernel_portfolio.plans.block_pieces`), and ``VEC`` and
-``PEEL`` (:func:`kernel_portfolio.plans.row_vec`: the 16-byte vector width,
+``PEEL`` (:func:`kernel_portfolio.ops.peel.row_vec`: the 16-byte vector width,
 and whether rows not aligned to it are peeled into a head, an aligned body
 and a tail). Runtime arguments that Triton is told not to
 specialise (``do_not_specialize``): the row count (or a launch's first row),
@@ -139,7 +139,7 @@ from kernel_portfolio.contracts import (
     not_replayable,
     scratch,
 )
-from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head
+from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head, row_vec
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = [
@@ -287,18 +287,20 @@ def _normalise(
 
 
 @triton.jit
-def _slice(chunks_per_split, n_cols, BLOCK: tl.constexpr):
-    """Columns ``[start, end)`` of this program's slice (grid axis 1) of a row's body.
+def _slice(chunks_per_split, width, BLOCK: tl.constexpr):
+    """Columns ``[start, end)`` of this program's slice (grid axis 1) of ``width`` columns.
 
-    Slices are whole chunks, so ``start`` is a multiple of ``BLOCK``: the
-    compiler can prove every chunk aligned (16-byte vectors), and a chunk
-    reaches past ``end`` only at the body's end, so ``cols < n_cols`` (the
-    body's width) masks it. The host cuts the widest body
-    (:func:`_body_width`), so a peeled row's last slice may hold no body
-    column (``end <= start``).
+    ``width`` is the widest body, ``n_cols // VEC * VEC`` (the row itself
+    unless peeled; :func:`_body_width` on the host cuts the same): the same
+    for every row, as a chunk loop whose bound changes row by row costs
+    registers. Slices are whole chunks, so ``start`` is a multiple of
+    ``BLOCK``: the compiler can prove every chunk aligned (16-byte vectors).
+    The kernels mask each row's chunks with the row's own body width (a
+    multiple of ``VEC``, so uniform over a vector): a peeled row's body may
+    end inside a slice, or before it.
     """
     start = tl.program_id(1) * chunks_per_split * BLOCK
-    return start, tl.minimum(start + chunks_per_split * BLOCK, n_cols)
+    return start, tl.minimum(start + chunks_per_split * BLOCK, width)
 
 
 @triton.jit
@@ -395,13 +397,13 @@ def _fwd_block_kernel(
     row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
     head = _row_head(row64 * stride_xm, VEC, PEEL)
     rstd = _fwd_row_in_registers(
-        x_ptr + body_offset(row64 * stride_xm, head, VEC),
-        r_ptr + body_offset(row64 * stride_rm, head, VEC),
-        h_ptr + body_offset(row64 * n_cols, head, VEC),
-        y_ptr + body_offset(row64 * n_cols, head, VEC),
+        x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL),
+        r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL),
+        h_ptr + body_offset(row64, n_cols, head, VEC, PEEL),
+        y_ptr + body_offset(row64, n_cols, head, VEC, PEEL),
         w_ptr + head,
         head,
-        body_width(n_cols, head, VEC),
+        body_width(n_cols, head, VEC, PEEL),
         n_cols,
         stride_xn,
         stride_rn,
@@ -453,14 +455,15 @@ def _fwd_looped_kernel(
     loaded (and ``h`` stored) with the first pass and held in registers for
     the second. ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
+    width = n_cols // VEC * VEC  # the widest body: every row's chunk loops alike
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         head = _row_head(row64 * stride_xm, VEC, PEEL)
-        n_body = body_width(n_cols, head, VEC)
-        x_row = x_ptr + body_offset(row64 * stride_xm, head, VEC)
-        r_row = r_ptr + body_offset(row64 * stride_rm, head, VEC)
-        h_row = h_ptr + body_offset(row64 * n_cols, head, VEC)
-        y_row = y_ptr + body_offset(row64 * n_cols, head, VEC)
+        n_body = body_width(n_cols, head, VEC, PEEL)
+        x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
+        r_row = r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL)
+        h_row = h_ptr + body_offset(row64, n_cols, head, VEC, PEEL)
+        y_row = y_ptr + body_offset(row64, n_cols, head, VEC, PEEL)
         w_row = w_ptr + head
         if ONE_CHUNK:
             rstd = _fwd_row_in_registers(
@@ -490,7 +493,7 @@ def _fwd_looped_kernel(
                 stride_xn,
                 stride_rn,
                 0,
-                n_body,
+                width,
                 n_body,
                 HAS_RESIDUAL,
                 BLOCK,
@@ -515,7 +518,7 @@ def _fwd_looped_kernel(
                 y_row,
                 rstd,
                 0,
-                n_body,
+                width,
                 n_body,
                 HAS_RESIDUAL,
                 HAS_WEIGHT,
@@ -553,11 +556,11 @@ def _fwd_partial_kernel(
     """
     row64 = tl.program_id(0).to(tl.int64)
     head = _row_head(row64 * stride_xm, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
-    x_row = x_ptr + body_offset(row64 * stride_xm, head, VEC)
-    r_row = r_ptr + body_offset(row64 * stride_rm, head, VEC)
-    h_row = h_ptr + body_offset(row64 * n_cols, head, VEC)
-    start, end = _slice(chunks_per_split, n_body, BLOCK)
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
+    r_row = r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL)
+    h_row = h_ptr + body_offset(row64, n_cols, head, VEC, PEEL)
+    start, end = _slice(chunks_per_split, n_cols // VEC * VEC, BLOCK)
     ss = _sum_squares(
         x_row,
         r_row,
@@ -613,11 +616,11 @@ def _fwd_split_kernel(
     if STORE_RSTD and tl.program_id(1) == 0:  # a constexpr False drops the branch
         tl.store(rstd_ptr + row64, rstd)
     head = _row_head(row64 * stride_xm, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
-    x_row = x_ptr + body_offset(row64 * stride_xm, head, VEC)
-    h_row = h_ptr + body_offset(row64 * n_cols, head, VEC)
-    y_row = y_ptr + body_offset(row64 * n_cols, head, VEC)
-    start, end = _slice(chunks_per_split, n_body, BLOCK)
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
+    h_row = h_ptr + body_offset(row64, n_cols, head, VEC, PEEL)
+    y_row = y_ptr + body_offset(row64, n_cols, head, VEC, PEEL)
+    start, end = _slice(chunks_per_split, n_cols // VEC * VEC, BLOCK)
     _normalise(
         x_row,
         stride_xn,
@@ -663,8 +666,8 @@ def _load_grad_row(
     """
     dy_ptr, h_ptr, rstd_ptr, stride_dym, stride_dyn, stride_hm, stride_hn, head = source
     cols, mask, tail_cols, tail_mask, peel, peel_mask = piece
-    dy_row = dy_ptr + body_offset(row64 * stride_dym, head, VEC)
-    h_row = h_ptr + body_offset(row64 * stride_hm, head, VEC)
+    dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
+    h_row = h_ptr + body_offset(row64, stride_hm, head, VEC, PEEL)
     dy, h = _load_grad(dy_row, h_row, cols, mask & valid, stride_dyn, stride_hn)
     dy_tail, h_tail = 0.0, 0.0
     if TAIL > 0:
@@ -741,11 +744,11 @@ def _bwd_dot_kernel(
     """
     row64 = tl.program_id(0).to(tl.int64)
     head = _row_head(row64 * stride_hm, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
-    dy_row = dy_ptr + body_offset(row64 * stride_dym, head, VEC)
-    h_row = h_ptr + body_offset(row64 * stride_hm, head, VEC)
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
+    h_row = h_ptr + body_offset(row64, stride_hm, head, VEC, PEEL)
     w_row = w_ptr + head
-    start, end = _slice(chunks_per_split, n_body, BLOCK)
+    start, end = _slice(chunks_per_split, n_cols // VEC * VEC, BLOCK)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for c0 in range(start, end, BLOCK * STEP):
         for u in tl.static_range(STEP):
@@ -826,11 +829,11 @@ def _bwd_kernel(
     part = tl.program_id(0)
     n_parts = tl.num_programs(0)
     head = _row_head(part.to(tl.int64) * stride_hm, VEC, PEEL)  # every row of the program's
-    n_body = body_width(n_cols, head, VEC)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     w_row = w_ptr + head
-    start, end = _slice(chunks_per_split, n_body, BLOCK)
+    start, end = _slice(chunks_per_split, n_cols // VEC * VEC, BLOCK)
     if PEEL:
-        end = tl.maximum(end, start + 1)  # a chunk even where the body has no column
+        end = tl.maximum(end, start + 1)  # slice 0's chunk even for a row narrower than VEC
     for c0 in range(start, end, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
         mask = cols < n_body
@@ -880,8 +883,8 @@ def _bwd_kernel(
                 mean_gh = gh / n_cols
             else:
                 mean_gh = _merge(dot_ptr + row64 * n_dots, n_dots, MAX_PARTIALS) / n_cols
-            dh_row = dh_ptr + body_offset(row64 * stride_dhm, head, VEC)
-            dx_off = body_offset(row64 * n_cols, head, VEC)
+            dh_row = dh_ptr + body_offset(row64, stride_dhm, head, VEC, PEEL)
+            dx_off = body_offset(row64, n_cols, head, VEC, PEEL)
             _store_dx(
                 dy * w,
                 h,
@@ -1030,7 +1033,7 @@ BWD_CHUNK_ELEMS = 16
 #: its weight chunk (float32) across its rows; a wider row (a block plan's 32
 #: columns a thread, float16 rows of 8193-16384 columns) loads it again for
 #: every row, from cache. On sm_90 (``ptxas -v``) 4096x12288 float16 then
-#: spills 48 bytes a thread instead of 168 (80 instead of 196 with ``dh``).
+#: spills 44 bytes a thread instead of 168 (80 instead of 196 with ``dh``).
 BWD_WEIGHT_HELD_ELEMS = 16
 #: Chunks a step of the looped and split backward's first pass
 #: (``_bwd_dot_kernel``'s ``STEP``): two in flight a program where one would
@@ -1230,7 +1233,7 @@ def _forward(
     strides = (*x.stride(), *res.stride())  # stride_xm, stride_xn, stride_rm, stride_rn
     # Row strides of x, residual, and y and h (written at row * n_cols).
     row_strides = (strides[0], strides[2], n_cols)
-    vec, peel = plans.row_vec(x.element_size(), n_cols, row_strides, strides[1] == strides[3] == 1)
+    vec, peel = row_vec(x.element_size(), n_cols, row_strides, strides[1] == strides[3] == 1)
     width = _body_width(n_cols, vec, peel)
     consts = {
         "HAS_RESIDUAL": has_res,
@@ -1321,7 +1324,7 @@ def _backward(
     # Row strides of dy, h, dh, and dx and dx2 (written at row * n_cols).
     row_strides = (strides[0], strides[2], dhh.stride(0), n_cols)
     unit_cols = strides[1] == strides[3] == dhh.stride(1) == 1
-    vec, peel = plans.row_vec(h.element_size(), n_cols, row_strides, unit_cols)
+    vec, peel = row_vec(h.element_size(), n_cols, row_strides, unit_cols)
     width = _body_width(n_cols, vec, peel)
     launch = _bwd_launch(plan, n_cols, h.element_size(), dh is not None, width)
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= width

@@ -12,7 +12,7 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
   at most :data:`BLOCK_TILE_BYTES` and :data:`BLOCK_TILE_ROWS` rows
   (:func:`block_tile` gives the rows and the warps): a program per row of
   512 or 1024 half-precision columns holds too little in flight to keep the
-  memory busy. On the H200 (``scripts/row_tile_ab.py``,
+  memory busy. On the H200 (an A/B of the settings,
   ``results/h200/checks/row-tile-ab-20261202T1510Z.log``) this setting was
   the fastest on the mean of those timed; it sums narrow rows of many rows
   much faster than one row a program, and a few narrow rows (4x1000) a
@@ -42,9 +42,11 @@ dispatcher and its autograd wrapper cost far more host time than the kernel);
 under ``torch.compile``, dispatch modes and ``torch.func`` through the custom
 op ``kp::row_sum``, whose body is the same code.
 
-Specialisation, strides and int64 offsets follow :mod:`kernel_portfolio.ops.softmax`:
-``BLOCK``, ``TAIL`` (a block plan's second piece, or 0), ``ROWS`` (a block
-plan's rows a program), ``VEC`` and the warp count are compiled in; the row
+Specialisation, strides, row alignment and int64 offsets follow
+:mod:`kernel_portfolio.ops.softmax`: ``BLOCK``, ``TAIL`` (a block plan's
+second piece, or 0), ``ROWS`` (a block plan's rows a program), ``VEC``,
+``PEEL`` (rows not 16 bytes apart: :mod:`kernel_portfolio.ops.peel`) and the
+warp count are compiled in; the row
 count (or a launch's first row), row width and row strides are runtime
 arguments Triton does not specialise, so a new batch size never recompiles;
 rows are read in place through
@@ -54,9 +56,9 @@ after one copy (:func:`kernel_portfolio.plans.as_rows`).
 Every load of a row of 16-bit elements is marked ``evict_first``
 (:data:`LOAD_POLICY`): the kernel reads each line once, so its lines are the
 first an L2 miss replaces, and the lines other kernels left in the L2 stay.
-On the H200 (``scripts/load_policy_ab.py``) this sped the float16 and
-bfloat16 row sums up at every shape timed, and slowed the float32 row sum at
-16384x8192, which keeps the default.
+On the H200 (``results/h200/checks/load-policy-ab-20261202T0614Z.log``) this
+sped the float16 and bfloat16 row sums up at every shape timed, and slowed the
+float32 row sum at 16384x8192, which keeps the default.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ from kernel_portfolio.contracts import (
     scratch,
     stream_buffer,
 )
-from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head
+from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head, row_vec
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = ["first_row", "n_rows", "n_cols", "stride_xm"]
@@ -164,9 +166,9 @@ def _block_kernel(
     """
     rows = first_row + tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < n_rows
-    head = row_head(rows * stride_xm, VEC, PEEL)  # row * stride can pass 2^31
-    n_body = body_width(n_cols, head, VEC)[:, None]
-    x_rows = x_ptr + body_offset(rows * stride_xm, head, VEC)[:, None]
+    head = row_head(rows * stride_xm, VEC, PEEL)[:, None]  # row * stride can pass 2^31
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    x_rows = x_ptr + body_offset(rows[:, None], stride_xm, head, VEC, PEEL)
     cols = tl.arange(0, BLOCK)[None, :]
     x = tl.load(
         x_rows + cols.to(tl.int64) * stride_xn,
@@ -185,7 +187,7 @@ def _block_kernel(
         )
         total += tl.sum(x_tail.to(tl.float32), 1)
     if PEEL:
-        peel, peel_mask = peel_cols(head[:, None], n_body, n_cols, VEC)
+        peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
         x_peel = tl.load(x_rows + peel, mask=row_mask[:, None] & peel_mask, other=0.0)
         total += tl.sum(x_peel.to(tl.float32), 1)
     tl.store(out_ptr + rows, total.to(out_ptr.dtype.element_ty), mask=row_mask)
@@ -205,12 +207,12 @@ def _looped_kernel(
     EVICT: tl.constexpr,
 ):
     """Looped plan: a program walks its row's body in chunks, one pass (then head and tail)."""
+    n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
         head = row_head(row64 * stride_xm, VEC, PEEL)
-        n_body = body_width(n_cols, head, VEC)
-        x_row = x_ptr + body_offset(row64 * stride_xm, head, VEC)
-        n_chunks = tl.cdiv(n_body, BLOCK)
+        n_body = body_width(n_cols, head, VEC, PEEL)
+        x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
         total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, EVICT, 1)
         if PEEL:
             total += _peel_sum(x_row, head, n_body, n_cols, VEC)
@@ -245,9 +247,9 @@ def _split_kernel(
     k = tl.program_id(1)
     n_splits = tl.num_programs(1)
     head = row_head(row * stride_xm, VEC, PEEL)
-    n_body = body_width(n_cols, head, VEC)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
-    x_row = x_ptr + body_offset(row * stride_xm, head, VEC)
+    x_row = x_ptr + body_offset(row, stride_xm, head, VEC, PEEL)
     total = _chunked_sum(x_row, stride_xn, col0, chunks_per_split, n_body, BLOCK, EVICT, 2)
     if PEEL and k == 0:  # the row's head and tail
         total += _peel_sum(x_row, head, n_body, n_cols, VEC)
@@ -299,7 +301,7 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
     x2 = plans.as_rows(x)
     n_rows, n_cols = x2.shape
     stride_xm, stride_xn = x2.stride()
-    vec, peel = plans.row_vec(x.element_size(), n_cols, (stride_xm,), stride_xn == 1)
+    vec, peel = row_vec(x.element_size(), n_cols, (stride_xm,), stride_xn == 1)
     consts = {
         "BLOCK": plan.block,
         "VEC": vec,

@@ -47,10 +47,12 @@ seen so far is ``-inf`` (a masked prefix of the row), the running max is
 makes ``exp(-inf - 0) = 0`` the right contribution.
 
 What is compiled, and what is not: ``BLOCK`` (register tile width), ``TAIL``
-(the block plan's second piece, or 0), ``VEC`` (see
-:func:`kernel_portfolio.plans.vec_width`), ``MAX_SPLITS`` and the warp count
-are compile-time constants. The row count, row width, row strides and split
-sizes are runtime arguments that Triton is told not to specialise
+(the block plan's second piece, or 0), ``VEC`` and ``PEEL`` (see
+:func:`kernel_portfolio.ops.peel.row_vec`: rows whose stride is not a multiple
+of 16 bytes, a vocabulary of 50257, are peeled into a head, a 16-byte aligned
+body and a tail, the head and tail held by one program of the row),
+``MAX_SPLITS`` and the warp count are compile-time constants. The row count,
+row width, row strides and split sizes are runtime arguments that Triton is told not to specialise
 (``do_not_specialize``), so a new batch size, or a new width with the same
 ``BLOCK`` and ``TAIL``, reuses the compiled kernel (a split plan has two
 forms, the cooperative one while its programs fit the SMs and the two launches
@@ -99,6 +101,7 @@ from kernel_portfolio.contracts import (
     scratch,
     stream_buffer,
 )
+from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head, row_vec
 
 #: Runtime arguments Triton must not specialise (see the module docstring).
 _RUNTIME_ARGS = [
@@ -239,6 +242,47 @@ def _write_grad(
         tl.store(dx_row + cols, dx.to(dx_row.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _peel_max_sum(x_body, head, n_body, n_cols, m, s, first, VEC: tl.constexpr):
+    """Fold a row's head and tail into the running ``(m, s)``; only where ``first`` is true.
+
+    ``first`` picks the one program of a row that owns them (split plans:
+    slice 0); elsewhere the load is masked off and ``(m, s)`` is unchanged.
+    """
+    peel, mask = peel_cols(head, n_body, n_cols, VEC)
+    x = tl.load(x_body + peel, mask=mask & first, other=float("-inf")).to(tl.float32)
+    m_new = tl.maximum(m, tl.max(x, 0))
+    shift = _shift_for(m_new)
+    return m_new, s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), 0)
+
+
+@triton.jit
+def _write_peel_probs(x_body, y_body, m, s, head, n_body, n_cols, first, VEC: tl.constexpr):
+    """Write ``exp(x - m) / s`` at a row's head and tail, where ``first`` is true."""
+    peel, mask = peel_cols(head, n_body, n_cols, VEC)
+    mask = mask & first
+    x = tl.load(x_body + peel, mask=mask, other=float("-inf"))
+    y = tl.exp(x.to(tl.float32) - m) / s
+    tl.store(y_body + peel, y.to(y_body.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _peel_dot(y_body, dy_body, head, n_body, n_cols, first, VEC: tl.constexpr):
+    """``sum(y * dy)`` over a row's head and tail, where ``first`` is true (else 0)."""
+    peel, mask = peel_cols(head, n_body, n_cols, VEC)
+    y, dy = _load_pair(y_body, 1, dy_body, 1, peel, mask & first, "")
+    return tl.sum(y * dy, 0)
+
+
+@triton.jit
+def _write_peel_grad(y_body, dy_body, dx_body, dot, head, n_body, n_cols, first, VEC: tl.constexpr):
+    """Write ``y * (dy - dot)`` at a row's head and tail, where ``first`` is true."""
+    peel, mask = peel_cols(head, n_body, n_cols, VEC)
+    mask = mask & first
+    y, dy = _load_pair(y_body, 1, dy_body, 1, peel, mask, "")
+    tl.store(dx_body + peel, (y * (dy - dot)).to(dx_body.dtype.element_ty), mask=mask)
+
+
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
 def _fwd_block_kernel(
     x_ptr,
@@ -251,38 +295,47 @@ def _fwd_block_kernel(
     BLOCK: tl.constexpr,
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
 ):
     """Block plan, forward: a row is loaded once, reduced in registers, stored once.
 
     Program ``p`` takes row ``first_row + p`` (a program per row:
     :func:`kernel_portfolio.plans.block_launches`). A ``TAIL`` (not 0) is a
-    second piece of the row after its first ``BLOCK`` columns
-    (:func:`kernel_portfolio.plans.block_pieces`).
+    second piece of the row's body after its first ``BLOCK`` columns
+    (:func:`kernel_portfolio.plans.block_pieces`); ``PEEL`` holds the row's
+    head and tail as a third (:mod:`kernel_portfolio.ops.peel`).
     """
-    # Same values, now visibly multiples of VEC: 16-byte loads (plans.vec_width).
-    n_cols = n_cols // VEC * VEC
-    stride_xm = stride_xm // VEC * VEC
-    stride_ym = stride_ym // VEC * VEC
     row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
-    x_row = x_ptr + row64 * stride_xm
-    y_row = y_ptr + row64 * stride_ym
+    head = row_head(row64 * stride_xm, VEC, PEEL)
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
+    y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
     cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
+    mask = cols < n_body
     x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
     x = x.to(tl.float32)
     m = tl.max(x, 0)  # an all -inf row: max = -inf, NaN everywhere
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
-        tail_mask = tail_cols < n_cols
+        tail_mask = tail_cols < n_body
         x_tail = tl.load(
             x_row + tail_cols.to(tl.int64) * stride_xn, mask=tail_mask, other=float("-inf")
         ).to(tl.float32)
         m = tl.maximum(m, tl.max(x_tail, 0))
+    if PEEL:
+        peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+        x_peel = tl.load(x_row + peel, mask=peel_mask, other=float("-inf")).to(tl.float32)
+        m = tl.maximum(m, tl.max(x_peel, 0))
     e = tl.exp(x - m)
     s = tl.sum(e, 0)
     if TAIL > 0:
         e_tail = tl.exp(x_tail - m)
         s += tl.sum(e_tail, 0)
+    if PEEL:
+        e_peel = tl.exp(x_peel - m)
+        s += tl.sum(e_peel, 0)
+        tl.store(y_row + peel, (e_peel / s).to(y_ptr.dtype.element_ty), mask=peel_mask)
+    if TAIL > 0:
         tl.store(y_row + tail_cols, (e_tail / s).to(y_ptr.dtype.element_ty), mask=tail_mask)
     tl.store(y_row + cols, (e / s).to(y_ptr.dtype.element_ty), mask=mask)
 
@@ -298,20 +351,27 @@ def _fwd_looped_kernel(
     stride_ym,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
 ):
-    """Looped plan, forward: online (max, sum) over the row's chunks, then a write pass."""
-    n_cols = n_cols // VEC * VEC
-    stride_xm = stride_xm // VEC * VEC
-    stride_ym = stride_ym // VEC * VEC
-    n_chunks = tl.cdiv(n_cols, BLOCK)
+    """Looped plan, forward: online (max, sum) over the row's chunks, then a write pass.
+
+    ``PEEL``: the body's chunks, then the head and tail, in each pass.
+    """
+    n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
-        x_row = x_ptr + row64 * stride_xm
-        m, s = _online_max_sum(x_row, stride_xn, 0, n_chunks, n_cols, BLOCK, FIRST)
-        y_row = y_ptr + row64 * stride_ym
-        _write_probs(x_row, stride_xn, y_row, m, s, 0, n_chunks, n_cols, BLOCK, SECOND)
+        head = row_head(row64 * stride_xm, VEC, PEEL)
+        n_body = body_width(n_cols, head, VEC, PEEL)
+        x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
+        m, s = _online_max_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, FIRST)
+        if PEEL:
+            m, s = _peel_max_sum(x_row, head, n_body, n_cols, m, s, True, VEC)
+        y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
+        _write_probs(x_row, stride_xn, y_row, m, s, 0, n_chunks, n_body, BLOCK, SECOND)
+        if PEEL:
+            _write_peel_probs(x_row, y_row, m, s, head, n_body, n_cols, True, VEC)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
@@ -325,15 +385,21 @@ def _fwd_split_stats_kernel(
     chunks_per_split,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
 ):
-    """Split plan, forward, kernel 1: program (row, k) writes its slice's (max, sum)."""
-    n_cols = n_cols // VEC * VEC
-    stride_xm = stride_xm // VEC * VEC
+    """Split plan, forward, kernel 1: program (row, k) writes its slice's (max, sum).
+
+    ``PEEL``: slice 0 also takes the row's head and tail.
+    """
     row = tl.program_id(0).to(tl.int64)
     k = tl.program_id(1)
+    head = row_head(row * stride_xm, VEC, PEEL)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
-    x_row = x_ptr + row * stride_xm
-    m, s = _online_max_sum(x_row, stride_xn, col0, chunks_per_split, n_cols, BLOCK, "")
+    x_row = x_ptr + body_offset(row, stride_xm, head, VEC, PEEL)
+    m, s = _online_max_sum(x_row, stride_xn, col0, chunks_per_split, n_body, BLOCK, "")
+    if PEEL:
+        m, s = _peel_max_sum(x_row, head, n_body, n_cols, m, s, k == 0, VEC)
     slot = row * tl.num_programs(1) + k
     tl.store(max_ptr + slot, m)
     tl.store(sum_ptr + slot, s)
@@ -352,12 +418,13 @@ def _fwd_split_write_kernel(
     chunks_per_split,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
     MAX_SPLITS: tl.constexpr,
 ):
-    """Split plan, forward, kernel 2: merge the row's (max, sum) pairs, write slice k."""
-    n_cols = n_cols // VEC * VEC
-    stride_xm = stride_xm // VEC * VEC
-    stride_ym = stride_ym // VEC * VEC
+    """Split plan, forward, kernel 2: merge the row's (max, sum) pairs, write slice k.
+
+    ``PEEL``: slice 0 also writes the row's head and tail.
+    """
     row = tl.program_id(0).to(tl.int64)
     k = tl.program_id(1)
     n_splits = tl.num_programs(1)
@@ -367,10 +434,14 @@ def _fwd_split_write_kernel(
     m = tl.max(part_max, 0)
     # No guard needed: m = -inf only when the whole row is -inf, whose answer is NaN.
     s = tl.sum(part_sum * tl.exp(part_max - m), 0)
+    head = row_head(row * stride_xm, VEC, PEEL)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
-    x_row = x_ptr + row * stride_xm
-    y_row = y_ptr + row * stride_ym
-    _write_probs(x_row, stride_xn, y_row, m, s, col0, chunks_per_split, n_cols, BLOCK, "")
+    x_row = x_ptr + body_offset(row, stride_xm, head, VEC, PEEL)
+    y_row = y_ptr + body_offset(row, stride_ym, head, VEC, PEEL)
+    _write_probs(x_row, stride_xn, y_row, m, s, col0, chunks_per_split, n_body, BLOCK, "")
+    if PEEL:
+        _write_peel_probs(x_row, y_row, m, s, head, n_body, n_cols, k == 0, VEC)
 
 
 @triton.jit
@@ -415,6 +486,7 @@ def _fwd_split_coop_kernel(
     stride_ym,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
     SLOTS: tl.constexpr,
 ):
     """Split plan, forward, in one launch: program (row, k) holds chunk k of the row.
@@ -439,11 +511,9 @@ def _fwd_split_coop_kernel(
     the same count, it was the same row's, of the previous generation (every
     launch writes all its row's slots). The buffer starts zeroed, and a tag
     is never 0. Every program of the launch must be resident at once, or the
-    first ones would wait for ever: see :func:`_cooperative`.
+    first ones would wait for ever: see :func:`_cooperative`. ``PEEL``:
+    program 0 of a row also holds the row's head and tail.
     """
-    n_cols = n_cols // VEC * VEC
-    stride_xm = stride_xm // VEC * VEC
-    stride_ym = stride_ym // VEC * VEC
     row = tl.program_id(0).to(tl.int64)
     k = tl.program_id(1)
     n_splits = tl.num_programs(1)
@@ -452,19 +522,29 @@ def _fwd_split_coop_kernel(
     count_ptr = state_ptr + 2 * n_counters + row * n_counters + n_splits - 1
     # Relaxed: only the count matters, and it comes back while the chunk loads.
     ticket = tl.atomic_add(count_ptr, 1, sem="relaxed", scope="gpu")
+    head = row_head(row * stride_xm, VEC, PEEL)
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    x_row = x_ptr + body_offset(row, stride_xm, head, VEC, PEEL)
     cols = k * BLOCK + tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(
-        x_ptr + row * stride_xm + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")
-    )
+    mask = cols < n_body
+    x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf"))
     x = x.to(tl.float32)
     m_k = tl.max(x, 0)
+    if PEEL:
+        peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+        peel_mask = peel_mask & (k == 0)
+        x_peel = tl.load(x_row + peel, mask=peel_mask, other=float("-inf")).to(tl.float32)
+        m_k = tl.maximum(m_k, tl.max(x_peel, 0))
     e = tl.exp(x - _shift_for(m_k))  # 0 where x = -inf, masked lanes too
+    s_k = tl.sum(e, 0)
+    if PEEL:
+        e_peel = tl.exp(x_peel - _shift_for(m_k))
+        s_k += tl.sum(e_peel, 0)
     generation = (ticket // n_splits) % COOP_GENERATIONS
     tag = generation * COOP_TAG_COUNTS + n_splits
     slot = row * n_splits + k
     tl.store(max_ptr + slot, _tagged(m_k, tag))
-    tl.store(sum_ptr + slot, _tagged(tl.sum(e, 0), tag))
+    tl.store(sum_ptr + slot, _tagged(s_k, tag))
     # The row's pairs, SLOTS at a time (all of them past COOP_SLOTS), merged online.
     m = float("-inf")
     s = 0.0
@@ -481,7 +561,10 @@ def _fwd_split_coop_kernel(
         m = m_new
     # m = -inf only when the whole row is (s = 0): the scale is NaN, as the answer.
     scale = tl.exp(m_k - m) / s
-    tl.store(y_ptr + row * stride_ym + cols, (e * scale).to(y_ptr.dtype.element_ty), mask=mask)
+    y_row = y_ptr + body_offset(row, stride_ym, head, VEC, PEEL)
+    tl.store(y_row + cols, (e * scale).to(y_ptr.dtype.element_ty), mask=mask)
+    if PEEL:
+        tl.store(y_row + peel, (e_peel * scale).to(y_ptr.dtype.element_ty), mask=peel_mask)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_ARGS)
@@ -499,34 +582,37 @@ def _bwd_block_kernel(
     BLOCK: tl.constexpr,
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
 ):
     """Block plan, backward: ``dx = y * (dy - sum(dy * y))``, one read and one write per row.
 
-    ``TAIL`` as in :func:`_fwd_block_kernel`.
+    ``TAIL`` and ``PEEL`` as in :func:`_fwd_block_kernel`.
     """
-    n_cols = n_cols // VEC * VEC
-    stride_ym = stride_ym // VEC * VEC
-    stride_dym = stride_dym // VEC * VEC
-    stride_dxm = stride_dxm // VEC * VEC
     cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    if TAIL > 0:
-        tail_cols = BLOCK + tl.arange(0, TAIL)
-        tail_mask = tail_cols < n_cols
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
-        y_row = y_ptr + row64 * stride_ym
-        dy_row = dy_ptr + row64 * stride_dym
-        dx_row = dx_ptr + row64 * stride_dxm
-        y = tl.load(y_row + cols.to(tl.int64) * stride_yn, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+        head = row_head(row64 * stride_ym, VEC, PEEL)
+        n_body = body_width(n_cols, head, VEC, PEEL)
+        mask = cols < n_body
+        y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
+        dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
+        dx_row = dx_ptr + body_offset(row64, stride_dxm, head, VEC, PEEL)
+        y, dy = _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, "")
         dot = tl.sum(y * dy, 0)
         if TAIL > 0:
-            tail64 = tail_cols.to(tl.int64)
-            y_tail = tl.load(y_row + tail64 * stride_yn, mask=tail_mask, other=0.0).to(tl.float32)
-            dy_tail = tl.load(dy_row + tail64 * stride_dyn, mask=tail_mask, other=0.0)
-            dy_tail = dy_tail.to(tl.float32)
+            tail_cols = BLOCK + tl.arange(0, TAIL)
+            tail_mask = tail_cols < n_body
+            y_tail, dy_tail = _load_pair(
+                y_row, stride_yn, dy_row, stride_dyn, tail_cols, tail_mask, ""
+            )
             dot += tl.sum(y_tail * dy_tail, 0)
+        if PEEL:
+            peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+            y_peel, dy_peel = _load_pair(y_row, 1, dy_row, 1, peel, peel_mask, "")
+            dot += tl.sum(y_peel * dy_peel, 0)
+            dx_peel = y_peel * (dy_peel - dot)
+            tl.store(dx_row + peel, dx_peel.to(dx_ptr.dtype.element_ty), mask=peel_mask)
+        if TAIL > 0:
             dx_tail = y_tail * (dy_tail - dot)
             tl.store(dx_row + tail_cols, dx_tail.to(dx_ptr.dtype.element_ty), mask=tail_mask)
         dx = y * (dy - dot)
@@ -547,24 +633,30 @@ def _bwd_looped_kernel(
     stride_dxm,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
 ):
-    """Looped plan, backward: a dot-product pass over the row's chunks, then a write pass."""
-    n_cols = n_cols // VEC * VEC
-    stride_ym = stride_ym // VEC * VEC
-    stride_dym = stride_dym // VEC * VEC
-    stride_dxm = stride_dxm // VEC * VEC
-    n_chunks = tl.cdiv(n_cols, BLOCK)
+    """Looped plan, backward: a dot-product pass over the row's chunks, then a write pass.
+
+    ``PEEL``: the body's chunks, then the head and tail, in each pass.
+    """
+    n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         row64 = tl.cast(row, tl.int64)
-        y_row = y_ptr + row64 * stride_ym
-        dy_row = dy_ptr + row64 * stride_dym
-        dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, 0, n_chunks, n_cols, BLOCK, FIRST)
-        dx_row = dx_ptr + row64 * stride_dxm
+        head = row_head(row64 * stride_ym, VEC, PEEL)
+        n_body = body_width(n_cols, head, VEC, PEEL)
+        y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
+        dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
+        dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, 0, n_chunks, n_body, BLOCK, FIRST)
+        if PEEL:
+            dot += _peel_dot(y_row, dy_row, head, n_body, n_cols, True, VEC)
+        dx_row = dx_ptr + body_offset(row64, stride_dxm, head, VEC, PEEL)
         _write_grad(
-            y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, 0, n_chunks, n_cols, BLOCK, SECOND
+            y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, 0, n_chunks, n_body, BLOCK, SECOND
         )
+        if PEEL:
+            _write_peel_grad(y_row, dy_row, dx_row, dot, head, n_body, n_cols, True, VEC)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
@@ -580,17 +672,22 @@ def _bwd_split_dot_kernel(
     chunks_per_split,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
 ):
-    """Split plan, backward, kernel 1: program (row, k) writes its slice's ``sum(y * dy)``."""
-    n_cols = n_cols // VEC * VEC
-    stride_ym = stride_ym // VEC * VEC
-    stride_dym = stride_dym // VEC * VEC
+    """Split plan, backward, kernel 1: program (row, k) writes its slice's ``sum(y * dy)``.
+
+    ``PEEL``: slice 0 also takes the row's head and tail.
+    """
     row = tl.program_id(0).to(tl.int64)
     k = tl.program_id(1)
+    head = row_head(row * stride_ym, VEC, PEEL)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
-    y_row = y_ptr + row * stride_ym
-    dy_row = dy_ptr + row * stride_dym
-    dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, chunks_per_split, n_cols, BLOCK, "")
+    y_row = y_ptr + body_offset(row, stride_ym, head, VEC, PEEL)
+    dy_row = dy_ptr + body_offset(row, stride_dym, head, VEC, PEEL)
+    dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, col0, chunks_per_split, n_body, BLOCK, "")
+    if PEEL:
+        dot += _peel_dot(y_row, dy_row, head, n_body, n_cols, k == 0, VEC)
     tl.store(dot_ptr + row * tl.num_programs(1) + k, dot)
 
 
@@ -609,25 +706,29 @@ def _bwd_split_write_kernel(
     chunks_per_split,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    PEEL: tl.constexpr,
     MAX_SPLITS: tl.constexpr,
 ):
-    """Split plan, backward, kernel 2: add up the row's partial dots, write slice k."""
-    n_cols = n_cols // VEC * VEC
-    stride_ym = stride_ym // VEC * VEC
-    stride_dym = stride_dym // VEC * VEC
-    stride_dxm = stride_dxm // VEC * VEC
+    """Split plan, backward, kernel 2: add up the row's partial dots, write slice k.
+
+    ``PEEL``: slice 0 also writes the row's head and tail.
+    """
     row = tl.program_id(0).to(tl.int64)
     k = tl.program_id(1)
     n_splits = tl.num_programs(1)
     slots = tl.arange(0, MAX_SPLITS)
     dot = tl.sum(tl.load(dot_ptr + row * n_splits + slots, mask=slots < n_splits, other=0.0), 0)
+    head = row_head(row * stride_ym, VEC, PEEL)
+    n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
-    y_row = y_ptr + row * stride_ym
-    dy_row = dy_ptr + row * stride_dym
-    dx_row = dx_ptr + row * stride_dxm
+    y_row = y_ptr + body_offset(row, stride_ym, head, VEC, PEEL)
+    dy_row = dy_ptr + body_offset(row, stride_dym, head, VEC, PEEL)
+    dx_row = dx_ptr + body_offset(row, stride_dxm, head, VEC, PEEL)
     _write_grad(
-        y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, chunks_per_split, n_cols, BLOCK, ""
+        y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, col0, chunks_per_split, n_body, BLOCK, ""
     )
+    if PEEL:
+        _write_peel_grad(y_row, dy_row, dx_row, dot, head, n_body, n_cols, k == 0, VEC)
 
 
 # ---------------------------------------------------------------------------
@@ -685,11 +786,8 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
     x2 = plans.as_rows(x)
     n_rows, n_cols = x2.shape
     stride_xm, stride_xn = x2.stride()
-    consts = {
-        "BLOCK": plan.block,
-        "VEC": plans.vec_width(x.element_size(), n_cols, (stride_xm, n_cols)),
-        "num_warps": plan.num_warps,
-    }
+    vec, peel = row_vec(x.element_size(), n_cols, (stride_xm, n_cols), stride_xn == 1)
+    consts = {"BLOCK": plan.block, "VEC": vec, "PEEL": peel, "num_warps": plan.num_warps}
     with device_guard(x):
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
@@ -768,11 +866,10 @@ def _launch_backward(
     y2, dy2 = plans.as_rows(y), plans.as_rows(dy)
     n_rows, n_cols = y2.shape
     strides = (*y2.stride(), *dy2.stride())  # stride_ym, stride_yn, stride_dym, stride_dyn
-    consts = {
-        "BLOCK": plan.block,
-        "VEC": plans.vec_width(y.element_size(), n_cols, (y2.stride(0), dy2.stride(0), n_cols)),
-        "num_warps": plan.num_warps,
-    }
+    vec, peel = row_vec(
+        y.element_size(), n_cols, strides[::2] + (n_cols,), strides[1] == strides[3] == 1
+    )
+    consts = {"BLOCK": plan.block, "VEC": vec, "PEEL": peel, "num_warps": plan.num_warps}
     with device_guard(y):
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)

@@ -11,6 +11,10 @@ never imports torch, so the site build and CI can use it on any machine::
     res.frame()               # tidy DataFrame: one row per case x implementation
     res.staleness()           # Staleness(current=..., changed=[...])
     res.case_staleness("softmax/fwd/8192x8192/float16")
+
+A superseded result moves to ``results/archive/`` with its log; the sources it
+measured stay in git, and its staleness compares its hashes with the files at
+its recorded commit (:func:`sources_at_commit`).
 """
 
 from kernel_portfolio.results.history import (
@@ -27,6 +31,7 @@ from kernel_portfolio.results.store import (
     FRAME_COLUMNS,
     RATIO_COLUMNS,
     RESULTS_DIR,
+    CommitMissing,
     Result,
     Staleness,
     file_sha256,
@@ -37,6 +42,7 @@ from kernel_portfolio.results.store import (
     result_paths,
     save,
     source_hashes,
+    sources_at_commit,
     write_text_atomic,
 )
 
@@ -46,6 +52,7 @@ __all__ = [
     "RATIO_COLUMNS",
     "RESULTS_DIR",
     "SCHEMA_VERSION",
+    "CommitMissing",
     "Committed",
     "Result",
     "ResultError",
@@ -63,6 +70,7 @@ __all__ = [
     "result_paths",
     "save",
     "source_hashes",
+    "sources_at_commit",
     "validate",
     "write_text_atomic",
 ]

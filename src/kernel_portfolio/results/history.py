@@ -3,9 +3,10 @@
 Results of several GPUs live side by side (``results/<gpu-slug>/``) and never
 overwrite each other. Committing a new run of a suite replaces that suite's
 file for that GPU only; when the previous file measured different sources, it
-first moves to ``results/archive/<gpu-slug>/<suite>-<stamp>.json`` with its log
-and a copy of the sources it measured (``<suite>-<stamp>.sources/``), so a
-quote of the archived id still leads to the code behind the number.
+first moves to ``results/archive/<gpu-slug>/<suite>-<stamp>.json`` with its
+log. The sources it measured stay where git keeps them: an archived result is
+judged against the files at its recorded commit (``git show COMMIT:PATH``), so
+a quote of the archived id still leads to the code behind the number.
 
 The archive keeps what a reader can reach: the newest archived set of each
 suite, and every set whose name a text of the repository names (a quote on a
@@ -15,18 +16,18 @@ older ones of that suite that nothing names; git history keeps them.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernel_portfolio.results.schema import ResultError, validate
+from kernel_portfolio.errors import UserError
+from kernel_portfolio.results.schema import COMMIT, ResultError, validate
 from kernel_portfolio.results.store import (
     ARCHIVE_DIR,
     RESULTS_DIR,
+    CommitMissing,
     Result,
     load,
     repo_root,
@@ -34,20 +35,18 @@ from kernel_portfolio.results.store import (
     write_text_atomic,
 )
 
-#: Commits searched per file when recovering an archived result's sources from git.
-_GIT_SEARCH_DEPTH = 200
 #: Texts searched for names of archived sets (:func:`prune_archive`), and folders skipped.
 _TEXT_SUFFIXES = {".md", ".py", ".yml", ".yaml", ".toml", ".txt", ".sh"}
 _SKIPPED_DIRS = {ARCHIVE_DIR, "site", "node_modules", "__pycache__"}
 
 
-def _git(root: Path, *args: str, text: bool = True):
+def _git(root: Path, *args: str) -> str | None:
     """Run ``git --no-optional-locks -C root ARGS``; stdout, or ``None`` if git fails."""
     try:
         proc = subprocess.run(
             ["git", "--no-optional-locks", "-C", str(root), *args],
             capture_output=True,
-            text=text,
+            text=True,
             check=False,
             timeout=60,
         )
@@ -57,48 +56,40 @@ def _git(root: Path, *args: str, text: bool = True):
 
 
 def git_state(root: str | Path) -> dict:
-    """``{"commit": sha or None, "dirty": bool or None}`` of the checkout at ``root``.
+    """``{"commit": full sha, "dirty": bool or None}`` of the checkout at ``root``.
 
-    Changes under ``results/`` do not count as dirty. ``KP_GIT_COMMIT`` and
-    ``KP_GIT_DIRTY`` (``0``/``1``) say what a copied working tree was copied
-    from; they win over the copy's own git metadata, which can be older than
-    the tree (a GPU machine sent the working tree with the ``.git`` of an
-    earlier commit). Without git and without them both values are ``None``.
+    Changes under ``results/`` do not count as dirty. ``KP_GIT_COMMIT`` (the
+    full 40-hex commit) and ``KP_GIT_DIRTY`` (``0``/``1``) say what a copied
+    working tree was copied from; they win over the copy's own git metadata,
+    which can be older than the tree (a GPU machine sent the working tree with
+    the ``.git`` of an earlier commit).
+
+    Raises:
+        UserError: ``KP_GIT_COMMIT`` is not a full commit, or it is unset and
+            ``root`` is not a git checkout with a commit: a result records the
+            exact commit it measured.
     """
     root = Path(root)
-    commit = None if os.environ.get("KP_GIT_COMMIT") else _git(root, "rev-parse", "HEAD")
-    if commit is None:
+    env_commit = os.environ.get("KP_GIT_COMMIT")
+    if env_commit:
+        if not COMMIT.fullmatch(env_commit):
+            raise UserError(
+                "KP_GIT_COMMIT must be the full 40-hex commit measured (git rev-parse HEAD), "
+                f"got {env_commit!r}"
+            )
         env_dirty = os.environ.get("KP_GIT_DIRTY")
         return {
-            "commit": os.environ.get("KP_GIT_COMMIT") or None,
+            "commit": env_commit,
             "dirty": None if env_dirty is None else env_dirty not in ("0", ""),
         }
+    commit = (_git(root, "rev-parse", "HEAD") or "").strip()
+    if not COMMIT.fullmatch(commit):
+        raise UserError(
+            f"{root} is not a git checkout with a commit: a result records the full commit it "
+            "measured (set KP_GIT_COMMIT to it for a copied tree)"
+        )
     status = _git(root, "status", "--porcelain", "--", ".", f":(exclude){RESULTS_DIR}")
-    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
-
-
-def _digest(content: bytes) -> str:
-    return hashlib.sha256(content.replace(b"\r\n", b"\n")).hexdigest()
-
-
-def find_source(
-    root: str | Path, path: str, digest: str, commit: str | None = None
-) -> bytes | None:
-    """The bytes of ``path`` whose LF-normalised SHA-256 is ``digest``, or ``None``.
-
-    Looks at the working tree, then at ``commit``, then at up to 200 commits
-    that touched the file.
-    """
-    root = Path(root)
-    disk = root / path
-    if disk.is_file() and _digest(disk.read_bytes()) == digest:
-        return disk.read_bytes()
-    log = _git(root, "log", "--all", "--format=%H", f"-n{_GIT_SEARCH_DEPTH}", "--", path) or ""
-    for sha in dict.fromkeys([c for c in (commit, *log.split()) if c]):
-        content = _git(root, "show", f"{sha}:{path}", text=False)
-        if content is not None and _digest(content) == digest:
-            return content
-    return None
+    return {"commit": commit, "dirty": None if status is None else bool(status.strip())}
 
 
 @dataclass
@@ -109,14 +100,15 @@ class Committed:
         path: The new results file.
         previous: The result it replaced (``None`` if there was none or it did not load).
         archived: Where the previous result was archived, if its sources differed.
-        missing_sources: Sources of the archived result that could not be recovered.
-        notes: Lines worth telling the user (an unreadable previous file, missing sources).
+        changed_sources: Sources of the archived result whose file at its commit
+            does not match the recorded hash (the cases on them read as stale).
+        notes: Lines worth telling the user (an unreadable previous file, changed sources).
     """
 
     path: Path
     previous: Result | None = None
     archived: Path | None = None
-    missing_sources: list[str] = field(default_factory=list)
+    changed_sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -125,22 +117,20 @@ def _stamp(utc: str) -> str:
     return utc.split(".")[0].rstrip("Z").replace("-", "").replace(":", "") + "Z"
 
 
-def archive_result(previous: Result, root: str | Path | None = None) -> tuple[Path, list[str]]:
-    """Copy a result, its log and the sources it measured into ``results/archive/<gpu>/``.
+def archive_result(previous: Result) -> Path:
+    """Copy a result and its log into ``results/archive/<gpu>/``; git keeps its sources.
 
     The archive goes beside the result's own GPU folder:
-    ``<results>/archive/<gpu-slug>/<stem>-<stamp>.json`` (+ ``.log``, +
-    ``.sources/<repo-relative path>``), stamped with the run's finish time.
+    ``<results>/archive/<gpu-slug>/<stem>-<stamp>.json`` (+ ``.log``), stamped
+    with the run's finish time. From then on it is judged against the files at
+    its recorded commit (:meth:`Result.staleness`).
 
     Args:
         previous: The result to archive (it stays where it is).
-        root: Repository root to recover the sources from (default :func:`repo_root`).
 
     Returns:
-        The archived file and the sources that could not be recovered (an
-        archived result with missing sources reads as stale).
+        The archived file.
     """
-    root = Path(root) if root is not None else repo_root()
     data = dict(previous.data)
     base_dir = previous.path.parent.parent / ARCHIVE_DIR / data["gpu_slug"]
     name = f"{previous.path.stem}-{_stamp(data['finished_utc'])}"
@@ -155,18 +145,8 @@ def archive_result(previous: Result, root: str | Path | None = None) -> tuple[Pa
         data["log"] = f"{name}.log"
     else:
         data["log"] = None
-    missing = []
-    sources_dir = base_dir / f"{name}.sources"
-    for path, digest in sorted(data["sources"].items()):
-        content = find_source(root, path, digest, data["git"]["commit"])
-        if content is None:
-            missing.append(path)
-            continue
-        dest = sources_dir / path
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(content)
     save(data, target)
-    return target, missing
+    return target
 
 
 def _named_texts(root: Path) -> str:
@@ -183,8 +163,8 @@ def _named_texts(root: Path) -> str:
 def prune_archive(archive_dir: Path, stem: str, root: Path) -> list[str]:
     """Drop the archived sets of ``stem`` that are neither the newest nor named by a text.
 
-    A set is ``<stem>-<stamp>[-n].json`` with its ``.log`` and ``.sources/``
-    in ``archive_dir``; a text names it when its name appears in a text file of
+    A set is ``<stem>-<stamp>[-n].json`` with its ``.log`` in ``archive_dir``;
+    a text names it when its name appears in a text file of
     the repository at ``root`` outside the archive and the built site.
 
     Returns:
@@ -203,7 +183,6 @@ def prune_archive(archive_dir: Path, stem: str, root: Path) -> list[str]:
     for name in dropped:
         (archive_dir / f"{name}.json").unlink()
         (archive_dir / f"{name}.log").unlink(missing_ok=True)
-        shutil.rmtree(archive_dir / f"{name}.sources", ignore_errors=True)
     return dropped
 
 
@@ -219,7 +198,9 @@ def commit_run(
     The previous ``<stem>.json`` in ``out_dir`` (same GPU, same suite) is
     archived first when its recorded source hashes differ from the new ones
     (then :func:`prune_archive` drops older archived sets of the suite that
-    nothing names); with the same hashes it is simply replaced. Other GPUs'
+    nothing names); with the same hashes it is simply replaced. The archived
+    result is checked against the files at its commit; where this clone's
+    history lacks that commit it is archived all the same, with a note. Other GPUs'
     folders and other suites are never touched.
 
     Args:
@@ -228,7 +209,7 @@ def commit_run(
         stem: File stem, normally the suite name.
         log_text: The run's console log, written as ``<stem>.log`` (the result's
             ``log`` field is set to that name).
-        root: Repository root, to recover archived sources from git.
+        root: Repository root whose git history holds the previous result's commit.
 
     Raises:
         ResultError: ``data`` is not a valid result.
@@ -246,12 +227,17 @@ def commit_run(
             done.notes.append(f"the previous file did not load and is replaced: {err}")
     if done.previous is not None and done.previous.data["sources"] != data["sources"]:
         root = Path(root) if root is not None else repo_root()
-        done.archived, done.missing_sources = archive_result(done.previous, root)
-        if done.missing_sources:
+        done.archived = archive_result(done.previous)
+        try:
+            done.changed_sources = load(done.archived).staleness(root).changed
+        except CommitMissing as err:  # kept all the same: the history can be fetched later
+            done.notes.append(f"archived {done.archived.name}, not checked here: {err}")
+        if done.changed_sources:
+            commit = done.previous.data["git"]["commit"]
             done.notes.append(
-                f"archived {done.archived.name} without {len(done.missing_sources)} of its "
-                f"sources (not on disk or in git): {', '.join(done.missing_sources)}; "
-                "it reads as stale"
+                f"archived {done.archived.name}, but {len(done.changed_sources)} of its sources "
+                f"differ from the files at its commit {commit}: "
+                f"{', '.join(done.changed_sources)}; the cases on them read as stale"
             )
         for name in prune_archive(done.archived.parent, stem, root):
             done.notes.append(f"dropped the archived {name}: no text names it (git keeps it)")

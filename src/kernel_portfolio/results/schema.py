@@ -27,6 +27,8 @@ from pathlib import Path
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "skipped")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: A full git commit (``git rev-parse HEAD``): a result names the exact commit it measured.
+COMMIT = re.compile(r"[0-9a-f]{40}")
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
 _UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 #: Relative tolerance of a derived figure recomputed from saved values (float rounding only).
@@ -138,7 +140,9 @@ def validate(data: object, path: str | Path = "<data>") -> None:
         if not _UTC.fullmatch(c.get(data, key, "", str)):
             c.fail(key, "is not a UTC time like 2026-11-30T17:00:00Z")
     git = c.get(data, "git", "", dict)
-    c.get(git, "commit", "git", str, nullable=True)
+    commit = c.get(git, "commit", "git", str)
+    if not COMMIT.fullmatch(commit):
+        c.fail("git.commit", f"{commit!r} is not a full 40-hex commit (git rev-parse HEAD)")
     c.get(git, "dirty", "git", bool, nullable=True)
     sources = c.get(data, "sources", "", dict)
     for name, digest in sources.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 #: Folder (under the repository root) that holds every results file.
 RESULTS_DIR = "results"
-#: Folder (under ``results/``) that keeps superseded results and their sources.
+#: Folder (under ``results/``) that keeps superseded results: JSON and log (git keeps the sources).
 ARCHIVE_DIR = "archive"
 
 FRAME_COLUMNS = (
@@ -58,13 +59,88 @@ def repo_root() -> Path:
 
 def file_sha256(path: str | Path) -> str:
     """SHA-256 of a file's bytes with CRLF line ends normalised to LF."""
-    return hashlib.sha256(Path(path).read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+    return _sha256(Path(path).read_bytes())
+
+
+def _sha256(content: bytes) -> str:
+    return hashlib.sha256(content.replace(b"\r\n", b"\n")).hexdigest()
 
 
 def source_hashes(root: str | Path, paths) -> dict[str, str]:
     """``{repo-relative path: SHA-256}`` for the given files that exist under ``root``."""
     root = Path(root)
     return {p: file_sha256(root / p) for p in sorted(set(paths)) if (root / p).is_file()}
+
+
+class CommitMissing(ResultError):
+    """The sources of a result cannot be read at its commit: no git, or a clone without it."""
+
+
+def sources_at_commit(
+    root: str | Path, commit: str, paths, *, path: str | Path = "<data>"
+) -> dict[str, str | None]:
+    """SHA-256 (LF-normalised) of each file as ``commit`` holds it in the git history at ``root``.
+
+    One ``git cat-file --batch`` reads every file, whatever their number.
+
+    Args:
+        root: A git checkout (a shallow one may lack ``commit``).
+        commit: The full commit a result recorded.
+        paths: Repo-relative file paths.
+        path: The result file, named in the error.
+
+    Returns:
+        ``{path: SHA-256}``, with ``None`` for a path that is not a file at ``commit``.
+
+    Raises:
+        CommitMissing: ``root`` is not a git checkout, or its history lacks
+            ``commit`` (a shallow clone); the message says how to fetch it.
+    """
+    paths = sorted(set(paths))
+    query = f"{commit}^{{commit}}\n" + "".join(f"{commit}:{p}\n" for p in paths)
+    try:
+        proc = subprocess.run(
+            ["git", "--no-optional-locks", "-C", str(root), "cat-file", "--batch"],
+            input=query.encode(),
+            capture_output=True,
+            check=False,
+            timeout=300,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise CommitMissing(
+            path, "git.commit", f"cannot run git to read its sources ({err})"
+        ) from err
+    if proc.returncode != 0:
+        why = (proc.stderr.decode(errors="replace").strip().splitlines() or ["git failed"])[0]
+        raise CommitMissing(
+            path,
+            "git.commit",
+            f"its sources are read from git at {commit}, but {root} is not a git checkout "
+            f"({why}): clone the repository with its history",
+        )
+    out, pos, found = proc.stdout, 0, []
+    for _ in range(len(paths) + 1):
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        pos = end + 1
+        if len(header) != 3 or not header[2].isdigit():  # "<query> missing" (or ambiguous)
+            found.append(None)
+            continue
+        size = int(header[2])
+        found.append((header[1], out[pos : pos + size]))
+        pos += size + 1
+    if found[0] is None:
+        raise CommitMissing(
+            path,
+            "git.commit",
+            f"commit {commit} is not in the git history of {root} (a shallow clone?): an "
+            "archived result is checked against the sources at its commit; fetch the history "
+            "with `git fetch --unshallow` (in a CI checkout: fetch-depth: 0)",
+        )
+    return {
+        p: _sha256(item[1]) if item is not None and item[0] == b"blob" else None
+        for p, item in zip(paths, found[1:], strict=True)
+    }
 
 
 @dataclass(frozen=True)
@@ -78,24 +154,6 @@ class Staleness:
 
     current: bool
     changed: list[str] = field(default_factory=list)
-
-
-def _stale(
-    recorded: dict[str, str], paths, base: Path, digests: dict[Path, str] | None = None
-) -> Staleness:
-    """Staleness over ``paths``; ``digests`` (file -> SHA-256) caches hashes across calls."""
-    digests = {} if digests is None else digests
-    changed = []
-    for p in sorted(paths):
-        target = base / p
-        if not target.is_file():
-            changed.append(p)
-            continue
-        if target not in digests:
-            digests[target] = file_sha256(target)
-        if digests[target] != recorded[p]:
-            changed.append(p)
-    return Staleness(not changed, changed)
 
 
 def result_id(path: str | Path) -> str:
@@ -126,19 +184,15 @@ class Result:
         self.path = Path(path)
         self.data = data
         self.id = result_id(self.path)
+        self._at_commit: tuple[Path, dict[str, str | None]] | None = None
 
     def __repr__(self) -> str:
         return f"Result({self.id!r}, cases={len(self.data['cases'])})"
 
     @property
     def archived(self) -> bool:
-        """Whether this is an archived result (kept with the sources it measured)."""
+        """Whether this is an archived result (judged against the sources at its commit)."""
         return self.id.startswith(f"{ARCHIVE_DIR}/")
-
-    @property
-    def sources_dir(self) -> Path:
-        """Where an archived result keeps its sources: ``<stem>.sources/`` beside it."""
-        return self.path.with_name(f"{self.path.stem}.sources")
 
     def case(self, case_id: str) -> dict:
         """The record of one case.
@@ -151,22 +205,21 @@ class Result:
                 return case
         raise KeyError(f"{self.id}: no case {case_id!r}")
 
-    def _base(self, root: str | Path | None) -> Path:
-        if self.archived:
-            return self.sources_dir
-        return Path(root) if root is not None else repo_root()
-
     def staleness(self, root: str | Path | None = None) -> Staleness:
-        """Compare every recorded source hash with the file on disk.
+        """Compare every recorded source hash with the file it names.
 
-        An archived result is compared with its own ``.sources/`` copy instead,
-        so it stays current exactly while it is kept with the source it measured.
+        A current result is compared with the files on disk. An archived one is
+        compared with the files at its recorded commit in git (``git show
+        COMMIT:PATH``, read once per result): it stays current exactly while
+        git holds the sources it measured, and the tree keeps no copy of them.
 
         Args:
             root: Repository root (default :func:`repo_root`).
+
+        Raises:
+            CommitMissing: an archived result whose commit this clone lacks.
         """
-        recorded = self.data["sources"]
-        return _stale(recorded, recorded, self._base(root))
+        return self._stale(self.data["sources"], root)
 
     def case_staleness(
         self,
@@ -176,11 +229,35 @@ class Result:
     ) -> Staleness:
         """Like :meth:`staleness`, over the files one case depends on.
 
-        ``digests`` caches file hashes across calls, for a caller that knows
-        the files do not change in between (one site build).
+        ``digests`` caches the hashes of files on disk across calls, for a
+        caller that knows the files do not change in between (one site build).
         """
-        base = self._base(root)
-        return _stale(self.data["sources"], self.case(case_id)["depends_on"], base, digests)
+        return self._stale(self.case(case_id)["depends_on"], root, digests)
+
+    def _stale(
+        self, paths, root: str | Path | None, digests: dict[Path, str] | None = None
+    ) -> Staleness:
+        root = Path(root) if root is not None else repo_root()
+        recorded = self.data["sources"]
+        if self.archived:
+            if self._at_commit is None or self._at_commit[0] != root:
+                commit = self.data["git"]["commit"]
+                self._at_commit = (root, sources_at_commit(root, commit, recorded, path=self.path))
+            at_commit = self._at_commit[1]
+            changed = [p for p in sorted(paths) if at_commit[p] != recorded[p]]
+            return Staleness(not changed, changed)
+        digests = {} if digests is None else digests
+        changed = []
+        for p in sorted(paths):
+            target = root / p
+            if not target.is_file():
+                changed.append(p)
+                continue
+            if target not in digests:
+                digests[target] = file_sha256(target)
+            if digests[target] != recorded[p]:
+                changed.append(p)
+        return Staleness(not changed, changed)
 
     def frame(self) -> pd.DataFrame:
         """One row per case x implementation (columns :data:`FRAME_COLUMNS`).
@@ -318,19 +395,13 @@ def _other_kind(path: Path) -> bool:
 def result_paths(root: str | Path | None = None) -> list[Path]:
     """Every benchmark results file under ``<root>/results`` (archived ones too), sorted.
 
-    Skipped: copies of sources kept with archived results (``*.sources/``) and
-    JSON documents that declare another ``"kind"`` (e.g. the Triton release
-    matrix under ``results/triton-releases/``).
+    Skipped: JSON documents that declare another ``"kind"`` (e.g. the Triton
+    release matrix under ``results/triton-releases/``).
     """
     base = Path(root if root is not None else repo_root()) / RESULTS_DIR
     if not base.is_dir():
         return []
-    return sorted(
-        p
-        for p in base.rglob("*.json")
-        if not any(part.endswith(".sources") for part in p.relative_to(base).parts)
-        and not _other_kind(p)
-    )
+    return sorted(p for p in base.rglob("*.json") if not _other_kind(p))
 
 
 def load_all(root: str | Path | None = None) -> list[Result]:
