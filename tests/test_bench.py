@@ -574,7 +574,10 @@ def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
     labels = [label for label, _, _ in sanitize_paths.paths(small=False)]
     for op in sanitize_paths.ROW_OPS:
         for kind, dtype in zip(("block", "looped", "split"), sanitize_paths.DTYPES, strict=True):
-            assert any(lab.startswith(f"{op} {kind} ") and dtype in lab for lab in labels)
+            for rows in sanitize_paths.SHAPES[False]["rows"]:  # aligned and peeled widths
+                width = f" {dtype} {rows[1]} columns "
+                assert any(lab.startswith(f"{op} {kind} ") and width in lab for lab in labels)
+    assert sum(lab.startswith("softmax cooperative ") for lab in labels) == 2
     assert sum(lab.startswith("matmul tma ") and " nn " in lab for lab in labels) == len(
         sanitize_paths.mm.TMA_TILES
     )
@@ -584,7 +587,7 @@ def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
     assert sum(" nt " in lab for lab in labels) == 2
     assert sum(" tn " in lab for lab in labels) == 3  # and split-K, in the layout of dB
     assert sum(lab.startswith("matmul tma split-k ") for lab in labels) == 1
-    [narrow] = [case for lab, case, _ in sanitize_paths.paths(small=False) if " columns" in lab]
+    [narrow] = [case for lab, case, _ in sanitize_paths.paths(small=False) if " columns," in lab]
     block = plans.choose(*narrow.shape, elem_bytes=2, sm_count=plans.CPU_SM_COUNT, plan="block")
     assert row_sum.block_tile(block.block, 2, block.num_warps)[0] > 1  # several rows a program
     assert len(set(labels)) == len(labels)
@@ -596,9 +599,9 @@ def test_sanitize_paths_pass_and_reject_a_broken_kernel(sanitize_paths, monkeypa
         pytest.skip("the --small shapes are for the interpreter")
     assert sanitize_paths.main(["--small", "--only", "row_sum"]) == 0
     out = capsys.readouterr().out
-    assert out.count(" ok ") == 4 and "4 paths, 0 failed" in out
+    assert out.count(" ok ") == 7 and "7 paths, 0 failed" in out  # 3 plans at 2 widths, narrow
     monkeypatch.setattr(sanitize_paths.kp, "row_sum", lambda x, plan: x.sum(-1) * 1.01)
     assert sanitize_paths.main(["--small", "--only", "row_sum split"]) == 1
     out = capsys.readouterr().out
-    assert "FAIL  CheckFailed: output 0: relative error" in out and "1 paths, 1 failed" in out
+    assert "FAIL  CheckFailed: output 0: relative error" in out and "2 paths, 2 failed" in out
     assert sanitize_paths.main(["--small", "--only", "no such path"]) == 2
