@@ -66,8 +66,15 @@ def row_vec(
 
 @triton.jit
 def row_head(row_offset, VEC: tl.constexpr, PEEL: tl.constexpr):
-    """Columns before the first ``VEC``-element boundary of a row at ``row_offset`` (0 w/o PEEL)."""
-    return (-row_offset) & (VEC - 1) if PEEL else row_offset * 0
+    """Columns before the first ``VEC``-element boundary of a row at ``row_offset`` (0 w/o PEEL).
+
+    As int32 (it is below ``VEC``), from an int64 row offset: a peeled row's
+    body width and masks then stay 32-bit. With an int64 head, on sm_90, the
+    RMSNorm looped forward of 50257 bfloat16 columns took 94 registers instead
+    of 64 (one 16-warp program an SM instead of two).
+    """
+    head = (-row_offset) & (VEC - 1) if PEEL else row_offset * 0
+    return head.to(tl.int32)
 
 
 @triton.jit

@@ -172,19 +172,6 @@ LOOPED_SECOND_PASS = "evict_first"
 
 
 @triton.jit
-def _row_head(row_offset, VEC: tl.constexpr, PEEL: tl.constexpr):
-    """:func:`kernel_portfolio.ops.peel.row_head` as int32 (it is below ``VEC``).
-
-    The head comes from an int64 row offset; as int32 a peeled row's body
-    width and masks stay 32-bit. With the int64 head, on sm_90, the looped
-    forward of 50257 bfloat16 columns took 94 registers instead of 64 (one
-    16-warp program an SM instead of two), and the backward of 4097 float16
-    columns spilled 8 and 16 bytes (with a residual) instead of none.
-    """
-    return row_head(row_offset, VEC, PEEL).to(tl.int32)
-
-
-@triton.jit
 def _load_h(
     x_row,
     r_row,
@@ -397,7 +384,7 @@ def _fwd_block_kernel(
     ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
     row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
-    head = _row_head(row64 * stride_xm, VEC, PEEL)
+    head = row_head(row64 * stride_xm, VEC, PEEL)
     rstd = _fwd_row_in_registers(
         x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL),
         r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL),
@@ -460,7 +447,7 @@ def _fwd_looped_kernel(
     width = n_cols // VEC * VEC  # the widest body: every row's chunk loops alike
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
-        head = _row_head(row64 * stride_xm, VEC, PEEL)
+        head = row_head(row64 * stride_xm, VEC, PEEL)
         n_body = body_width(n_cols, head, VEC, PEEL)
         x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
         r_row = r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL)
@@ -557,7 +544,7 @@ def _fwd_partial_kernel(
     peeled row's head and tail.
     """
     row64 = tl.program_id(0).to(tl.int64)
-    head = _row_head(row64 * stride_xm, VEC, PEEL)
+    head = row_head(row64 * stride_xm, VEC, PEEL)
     n_body = body_width(n_cols, head, VEC, PEEL)
     x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
     r_row = r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL)
@@ -617,7 +604,7 @@ def _fwd_split_kernel(
     rstd = tl.rsqrt(_merge(ss_ptr + row64 * splits, splits, MAX_PARTIALS) / n_cols + eps)
     if STORE_RSTD and tl.program_id(1) == 0:  # a constexpr False drops the branch
         tl.store(rstd_ptr + row64, rstd)
-    head = _row_head(row64 * stride_xm, VEC, PEEL)
+    head = row_head(row64 * stride_xm, VEC, PEEL)
     n_body = body_width(n_cols, head, VEC, PEEL)
     x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
     h_row = h_ptr + body_offset(row64, n_cols, head, VEC, PEEL)
@@ -745,7 +732,7 @@ def _bwd_dot_kernel(
     takes a peeled row's head and tail.
     """
     row64 = tl.program_id(0).to(tl.int64)
-    head = _row_head(row64 * stride_hm, VEC, PEEL)
+    head = row_head(row64 * stride_hm, VEC, PEEL)
     n_body = body_width(n_cols, head, VEC, PEEL)
     dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
     h_row = h_ptr + body_offset(row64, stride_hm, head, VEC, PEEL)
@@ -830,7 +817,7 @@ def _bwd_kernel(
     """
     part = tl.program_id(0)
     n_parts = tl.num_programs(0)
-    head = _row_head(part.to(tl.int64) * stride_hm, VEC, PEEL)  # every row of the program's
+    head = row_head(part.to(tl.int64) * stride_hm, VEC, PEEL)  # every row of the program's
     n_body = body_width(n_cols, head, VEC, PEEL)
     w_row = w_ptr + head
     start, end = _slice(chunks_per_split, n_cols // VEC * VEC, BLOCK)
