@@ -591,7 +591,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chunk_rules_fit: {err}", file=sys.stderr)
         return 2
     test = runs[1].data
-    sources = {**test["sources"], **source_hashes(root, [SCRIPT, *rel])}
+    # The fit reads the two runs and nothing else: its sources are this script and
+    # their files; what the runs measured stays in their own sources, which a
+    # result's staleness follows (kernel_portfolio.results: a result computed
+    # from results is current while they are).
+    sources = source_hashes(root, [SCRIPT, *rel])
     for case in cases:
         case["depends_on"] = sorted(sources)
     lines = [f"$ {shlex.join(['python', SCRIPT, *argv])}", "fitted rule:", rule["text"]]

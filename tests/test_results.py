@@ -287,6 +287,31 @@ def test_staleness_ignores_line_endings_and_sees_deleted_files(root, saved):
     assert res.staleness(root).changed == ["src/kernel_portfolio/ops/matmul.py"]
 
 
+def test_a_result_computed_from_a_result_follows_its_staleness(root, saved):
+    """A fit records the runs it read among its sources: it is current while they are.
+
+    Stale when the run's file is not the one recorded, and when the run itself is
+    stale (a kernel it measured changed), though the run's file is untouched.
+    """
+    run = "results/fixture/smoke.json"
+    fit = fixture_result(root)
+    fit["sources"] = {run: results.file_sha256(saved)}
+    for case in fit["cases"]:
+        case["depends_on"] = [run]
+    path = root / "results" / "fixture" / "fit.json"
+    save(fit, path)
+    first = fit["cases"][0]["id"]
+    assert load(path).staleness(root).current
+    kernel = root / SOFTMAX
+    kernel.write_text(kernel.read_text() + "\n# edited\n")
+    stale = load(path).staleness(root)
+    assert stale.changed == [f"{run} ({SOFTMAX})"]
+    assert load(path).case_staleness(first, root).changed == stale.changed
+    fit["sources"][run] = "0" * 64  # a run file that is not the one the fit read
+    save(fit, path)
+    assert load(path).staleness(root).changed == [run]
+
+
 def test_every_case_depends_on_its_op_file_and_the_harness(root, saved):
     res = load(saved)
     for case in res.data["cases"]:

@@ -768,7 +768,7 @@ class ResultSet:
         self._loaded: dict[str, object] = {}
         self._errors: dict[str, str] = {}
         self._stale: dict[tuple[str, str], list[str]] = {}
-        self._digests: dict[Path, str] = {}  # source hashes: files do not change during a build
+        self._digests: dict = {}  # source hashes (and inputs' staleness): fixed during a build
         self._ids: list[str] | None = None
         self._others: list[Path] = []
 

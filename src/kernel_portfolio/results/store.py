@@ -143,6 +143,25 @@ def sources_at_commit(
     }
 
 
+def _is_result_path(path: str) -> bool:
+    """Whether a recorded source is itself a results file (a fit reads the runs it fits)."""
+    return path.startswith(f"{RESULTS_DIR}/") and path.endswith(".json")
+
+
+def _input_staleness(root: Path, path: str, digest: str) -> tuple[str, ...]:
+    """What changed under a result that another result was computed from (empty: nothing).
+
+    A result computed from other results (a fit of two sweep runs) records
+    their files among its sources; their hashes say the inputs are the same,
+    and the inputs' own sources say whether what they measured still stands
+    (an archived run at its commit).
+    """
+    target = root / path
+    if not target.is_file() or file_sha256(target) != digest:
+        return (f"{path} is not the file recorded",)
+    return tuple(load(target).staleness(root).changed)
+
+
 @dataclass(frozen=True)
 class Staleness:
     """Whether a result still describes the code on disk.
@@ -212,6 +231,9 @@ class Result:
         compared with the files at its recorded commit in git (``git show
         COMMIT:PATH``, read once per result): it stays current exactly while
         git holds the sources it measured, and the tree keeps no copy of them.
+        A source that is itself a results file (the runs a fit read) must also be
+        current, by its own sources: a result computed from results stands
+        only while they do.
 
         Args:
             root: Repository root (default :func:`repo_root`).
@@ -225,18 +247,17 @@ class Result:
         self,
         case_id: str,
         root: str | Path | None = None,
-        digests: dict[Path, str] | None = None,
+        digests: dict | None = None,
     ) -> Staleness:
         """Like :meth:`staleness`, over the files one case depends on.
 
-        ``digests`` caches the hashes of files on disk across calls, for a
-        caller that knows the files do not change in between (one site build).
+        ``digests`` caches the hashes of files on disk (and the staleness of
+        results this one was computed from) across calls, for a caller that
+        knows the files do not change in between (one site build).
         """
         return self._stale(self.case(case_id)["depends_on"], root, digests)
 
-    def _stale(
-        self, paths, root: str | Path | None, digests: dict[Path, str] | None = None
-    ) -> Staleness:
+    def _stale(self, paths, root: str | Path | None, digests: dict | None = None) -> Staleness:
         root = Path(root) if root is not None else repo_root()
         recorded = self.data["sources"]
         if self.archived:
@@ -245,18 +266,26 @@ class Result:
                 self._at_commit = (root, sources_at_commit(root, commit, recorded, path=self.path))
             at_commit = self._at_commit[1]
             changed = [p for p in sorted(paths) if at_commit[p] != recorded[p]]
-            return Staleness(not changed, changed)
-        digests = {} if digests is None else digests
-        changed = []
+        else:
+            digests = {} if digests is None else digests
+            changed = []
+            for p in sorted(paths):
+                target = root / p
+                if not target.is_file():
+                    changed.append(p)
+                    continue
+                if target not in digests:
+                    digests[target] = file_sha256(target)
+                if digests[target] != recorded[p]:
+                    changed.append(p)
+        inputs = {} if digests is None else digests
         for p in sorted(paths):
-            target = root / p
-            if not target.is_file():
-                changed.append(p)
-                continue
-            if target not in digests:
-                digests[target] = file_sha256(target)
-            if digests[target] != recorded[p]:
-                changed.append(p)
+            if p not in changed and _is_result_path(p):
+                key = ("result", p, recorded[p])  # one answer per build (``digests``)
+                if key not in inputs:
+                    inputs[key] = _input_staleness(root, p, recorded[p])
+                if inputs[key]:
+                    changed.append(f"{p} ({', '.join(inputs[key])})")
         return Staleness(not changed, changed)
 
     def frame(self) -> pd.DataFrame:
