@@ -73,12 +73,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import chunk_rules_fit as fitting  # the fit's own definitions
 import chunk_rules_sweep as sweep  # the grid's own definitions
 
-RUN_IDS = ("h200/chunk_rules_run1", "h200/chunk_rules_run2")
 FIT_ID = "h200/chunk_rules_fit"
-runs = [load(ROOT / "results" / f"{r}.json") for r in RUN_IDS]
 fitted = load(ROOT / "results" / f"{FIT_ID}.json")
 rule_data = fitted.data["rule"]
-assert (rule_data["fitted_on"], rule_data["scored_on"]) == RUN_IDS
+RUN_IDS = (rule_data["fitted_on"], rule_data["scored_on"])  # the runs the fit read
+runs = [load(ROOT / "results" / f"{r}.json") for r in RUN_IDS]
 SM_COUNT = rule_data["sm_count"]
 KINDS = ("block", "looped", "split")
 KIND_COLORS = ("#1c7ed6", "#37b24d", "#f59f00")
@@ -92,7 +91,14 @@ RULE_NAMES = {
 }
 RULE_COLORS = {"fitted": "#d6336c", "current": "#868e96", "lookup": "#1c7ed6"}
 
-grid = sweep.FULL
+# The grid the runs measured (rows and widths from their cells; the plan choices,
+# which the sweep keeps, from the sweep's own definitions).
+measured = {tuple(c["shape"]) for c in runs[0].data["cases"]}
+grid = dataclasses.replace(
+    sweep.FULL,
+    rows=tuple(sorted({r for r, _ in measured})),
+    widths=tuple(sorted({w for _, w in measured})),
+)
 example = sweep.candidates(4, 65536, SM_COUNT, grid)
 display(
     Markdown(
@@ -185,6 +191,30 @@ display(
             for rid, r in zip(RUN_IDS, runs, strict=True)
         )
         + f". The fit: [`{fitted.data['command']}`](../../evidence/{FIT_ID}/)."
+    )
+)
+run_commit = runs[0].data["git"]["commit"]
+new_rows = sorted(set(sweep.FULL.rows) - set(grid.rows))
+new_widths = sorted(set(sweep.FULL.widths) - set(grid.widths))
+display(
+    Markdown(
+        f"Both runs measured the kernels of commit `{run_commit[:10]}`. They are archived "
+        "results: the row kernels have changed since (rows of any alignment), and git keeps "
+        "the sources the runs measured, against which the build checks them."
+        + (
+            " The sweep's grid has grown since, by "
+            + " and ".join(
+                part
+                for part in (
+                    f"rows {', '.join(map(str, new_rows))}" if new_rows else "",
+                    f"widths {', '.join(map(str, new_widths))}" if new_widths else "",
+                )
+                if part
+            )
+            + ": its next runs time them."
+            if new_rows or new_widths
+            else ""
+        )
     )
 )
 coverage = pd.DataFrame(
