@@ -508,6 +508,11 @@ def test_archived_results_that_no_page_names_are_not_published(tmp_path):
     assert "evidence/archive/fixture/smoke-20260101T000000Z.md" not in generated
     index = generated["<!-- kp:results -->"]
     assert "no page quotes" in index and "`archive/fixture/smoke-20260101T000000Z`" in index
+    # A current result computed from the older one (a fit of archived runs) publishes it too.
+    fit = sw.fixture_result(sw.ROOT)
+    fit["sources"]["results/archive/fixture/smoke-20260101T000000Z.json"] = "0" * 64
+    save(fit, tmp_path / "results/fixture/fit.json")
+    assert "evidence/archive/fixture/smoke-20260101T000000Z.md" in _generated(tmp_path)
 
 
 def test_evidence_page_names_each_source_at_the_runs_commit():

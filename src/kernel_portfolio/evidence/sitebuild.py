@@ -317,7 +317,11 @@ class SiteBuild:
         by_gpu: dict[str, list] = {}
         index_entries, invalid, others = [], [], []
         archived = [rid for rid in results.ids() if rid.startswith("archive/")]
-        unpublished = sorted(set(archived) - named_results(self.root, archived))
+        kept = set(results.ids()) - set(archived) | named_results(self.root, archived)
+        # An archived result that a kept one was computed from (a fit's runs) is kept too.
+        read = {src for rid in kept if results.get(rid) for src in results.get(rid).data["sources"]}
+        kept |= {rid for rid in archived if f"results/{rid}.json" in read}
+        unpublished = sorted(set(archived) - kept)
         self.published = set(results.ids()) - set(unpublished)
         for result_id in sorted(self.published):
             result = results.get(result_id)
