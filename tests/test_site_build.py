@@ -179,7 +179,7 @@ def test_benchmarks_page_holds_the_results_to_the_speed_targets(built):
     # Every-shape rows: each best baseline's share of copy and ours over it, both claims.
     assert len(scan.claims) >= 4 and scan.figures == []
     bars = {text for attrs, text in scan.targets if "kp-target" in attrs["class"]}
-    assert "≥ 1.00× best baseline" in bars and bars <= targets.target_texts()
+    assert "≥ 0.97× best baseline" in bars and bars <= targets.target_texts()
 
 
 def over_budget(site: Path, page_budget: int, site_budget: int) -> list[str]:
