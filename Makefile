@@ -1,6 +1,6 @@
 # Build the site and run the tests from a fresh clone (see README.md).
 #   make site    venv + CPU-only torch + docs deps, then mkdocs build (strict, notebooks executed, evidence gate)
-#   make test    the above plus test deps and Debian chromium, then ruff and pytest -m "not gpu"
+#   make test    the above plus test deps and Debian chromium, then ruff and pytest -m "not gpu" (a worker per core)
 #   make serve   preview on http://127.0.0.1:8000/
 #   make plotly-js  refresh docs/assets/kp/plotly-cartesian.min.js after changing the plotly pin
 # VENV=/path/to/venv reuses an existing environment.
@@ -44,7 +44,7 @@ chromium:
 
 # pytest exits 5 when it collects no test: nothing failed, so say so and pass.
 test: install chromium site lint
-	rc=0; $(PY) -m pytest -m "not gpu" || rc=$$?; \
+	rc=0; $(PY) -m pytest -m "not gpu" -n auto --dist loadgroup || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): nothing failed"; rc=0; fi; \
 	exit $$rc
 

@@ -19,6 +19,11 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # make test runs a worker per core: a worker that also spread its tensor
+    # arithmetic over every core would only contend with the others.
+    torch.set_num_threads(1)
+
 
 def pytest_configure(config):
     # pyproject.toml pins numpy<2.4: numpy 2.4 refuses int() of a one-element array,
@@ -30,11 +35,27 @@ def pytest_configure(config):
         )
 
 
+#: Modules whose module-scoped fixtures cost seconds, each kept on one worker
+#: (``make test`` runs ``pytest -n auto --dist loadgroup``; the rest spread test
+#: by test). The three site modules share one build (``site_workspace.fixture_site``).
+_ONE_WORKER = {
+    "test_browser": "site",
+    "test_gate": "site",
+    "test_site_build": "site",
+    "test_spills": "spills",
+    "test_arch": "arch",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip_gpu)
+        group = _ONE_WORKER.get(item.module.__name__)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _language_namespaces() -> list:

@@ -6,11 +6,13 @@ Each one is itself tested against a deliberately broken kernel
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import torch
 
@@ -174,7 +176,7 @@ def captured_launches(monkeypatch, modules, call) -> list[dict]:
 
 
 _COMPILE_FOR_SM90 = r"""
-import importlib, json, re, subprocess, sys, tempfile
+import importlib, json, re, subprocess, sys, tempfile, traceback
 import triton
 from triton._C.libtriton import native_specialize_impl
 from triton.backends.compiler import BaseBackend, GPUTarget
@@ -210,7 +212,9 @@ def specialized(fn, values):
 
 
 sys.path.insert(0, sys.argv[1])  # the tests folder: test modules may hold kernels too
-for spec in json.load(sys.stdin):
+
+
+def global_ops(spec):
     fn = getattr(importlib.import_module(spec["module"]), spec["kernel"])
     if "values" in spec:
         spec["signature"], spec["constexprs"], spec["aligned"] = specialized(fn, spec["values"])
@@ -245,7 +249,17 @@ for spec in json.load(sys.stdin):
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
         ops.add("registers." + re.search(r"Used (\d+) registers", out).group(1))
         ops.add("spills." + re.search(r"(\d+) bytes spill stores", out).group(1))
-    print(json.dumps(sorted(ops)))
+    return sorted(ops)
+
+
+# One request a line (a JSON list of specs), one answer a line: the ops of each
+# spec, or the error that stopped them. The process lives as long as its parent.
+for request in sys.stdin:
+    try:
+        answer = {"ops": [global_ops(spec) for spec in json.loads(request)]}
+    except Exception:
+        answer = {"error": traceback.format_exc()}
+    print(json.dumps(answer), flush=True)
 """
 
 
@@ -260,7 +274,7 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     ``aligned``) are ignored. A spec from :func:`captured_launches` gives
     the launch's argument ``values`` instead of the signature, constexprs and
     ``aligned``, and is specialised as Triton's launcher would. The compiles
-    run in a child process without ``TRITON_INTERPRET``, using the ptxas
+    run in one child process (per test process) without ``TRITON_INTERPRET``, using the ptxas
     bundled with triton; no GPU.
     Returns, per spec, the distinct PTX opcodes such as ``ld.global.v4.b32``,
     and ``cp.async.<bytes>`` for each size of asynchronous global-to-shared
@@ -274,15 +288,40 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     ``"counts": True`` also gets ``<opcode>#<n>`` for each global load and
     store opcode: its instructions in the PTX (``ld.global.v4.b32#4``).
     """
+    key = json.dumps(specs, sort_keys=True)
+    if key not in _compiled:
+        child = _compile_child()
+        child.stdin.write(json.dumps(specs) + "\n")
+        child.stdin.flush()
+        line = child.stdout.readline()
+        if not line:
+            child.log.seek(0)
+            raise AssertionError(f"the sm_90 compile process died:\n{child.log.read()[-3000:]}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise AssertionError(f"compiling for sm_90 failed:\n{answer['error'][-3000:]}")
+        _compiled[key] = answer["ops"]
+    return _compiled[key]
+
+
+#: Answers of :func:`global_memory_ops`, by request: the kernels' sources do not
+#: change while the tests run.
+_compiled: dict[str, list[list[str]]] = {}
+
+
+@functools.cache
+def _compile_child() -> subprocess.Popen:
+    """The one process that compiles for sm_90 (started once: importing Triton
+    costs about two seconds), without ``TRITON_INTERPRET``."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
+    log = tempfile.TemporaryFile("w+")  # its stderr, read if it dies
+    child = subprocess.Popen(
         [sys.executable, "-c", _COMPILE_FOR_SM90, os.path.dirname(__file__)],
-        input=json.dumps(specs),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
         text=True,
         env=env,
-        check=False,
     )
-    if done.returncode != 0:
-        raise AssertionError(f"compiling for sm_90 failed:\n{done.stderr[-3000:]}")
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    child.log = log
+    return child
