@@ -314,7 +314,8 @@ def _compile_child() -> subprocess.Popen:
     """The one process that compiles for sm_90 (started once: importing Triton
     costs about two seconds), without ``TRITON_INTERPRET``."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    log = tempfile.TemporaryFile("w+")  # its stderr, read if it dies
+    # Its stderr, read if it dies; open as long as the child lives (no with block).
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115
     child = subprocess.Popen(
         [sys.executable, "-c", _COMPILE_FOR_SM90, os.path.dirname(__file__)],
         stdin=subprocess.PIPE,
