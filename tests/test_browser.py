@@ -202,9 +202,14 @@ def test_instant_navigation_draws_charts_and_keeps_claims(server, browser, start
     # after the page loads: a click before that is a plain (reloading) navigation.
     tab.page.wait_for_load_state("networkidle")
     tab.page.evaluate("window.kpNoReload = true")
+    tab.page.evaluate("document.querySelector('article').dataset.kpOld = '1'")
     tab.page.locator(link).first.click()
     # (the theme may carry a #fragment over from the section the link was in)
     tab.page.wait_for_url(lambda url: url.split("#")[0] == server + target)
+    # The theme sets the URL before it swaps the content in: wait for the new article.
+    tab.page.wait_for_function(
+        "!document.querySelector('article[data-kp-old]')", timeout=DRAW_TIMEOUT_MS
+    )
     assert tab.page.evaluate("window.kpNoReload === true"), "the click reloaded the page"
     assert tab.charts_drawn() == [], target
     claims = tab.claims()
