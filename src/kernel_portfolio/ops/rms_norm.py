@@ -161,11 +161,6 @@ _RUNTIME_ARGS = [
 #: is the hardware default): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
-#: A block-plan forward reads the weight with the row (``EARLY``) when the
-#: launch has at most this many rows an SM, so at most a program an SM: see
-#: :func:`_fwd_row_in_registers`. A symbolic row count (``torch.compile``
-#: with dynamic shapes) reads it late, so that the graph does not guard on it.
-EARLY_WEIGHT_ROWS_PER_SM = 1
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -252,26 +247,6 @@ def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr):
 
 
 @triton.jit
-def _early_weight(w_ptr, cols, mask, LOAD: tl.constexpr):
-    """The weight at ``cols`` as float32 when ``LOAD`` (read early, with the row), else 1."""
-    w = tl.full(cols.shape, 1.0, tl.float32)
-    if LOAD:
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    return w
-
-
-@triton.jit
-def _store_piece(
-    y_row, w_ptr, h, rstd, w, cols, mask, HAS_WEIGHT: tl.constexpr, EARLY: tl.constexpr
-):
-    """Store a piece of a row held in registers: with its early weight ``w``, or reading it late."""
-    if EARLY:
-        tl.store(y_row + cols, (h * rstd * w).to(y_row.dtype.element_ty), mask=mask)
-    else:
-        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
-
-
-@triton.jit
 def _normalise(
     x_row,
     stride_xn,
@@ -343,26 +318,20 @@ def _fwd_row_in_registers(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
-    EARLY: tl.constexpr,
 ):
     """Normalise one row held in registers (``BLOCK`` columns, then a ``TAIL``); return ``rstd``.
 
     The weight is read after the row's reduction, so it is not live across
     it: at 8192 columns and 16 warps that is 39 registers instead of 50 on
     sm_90 (three programs per SM instead of two), at 16384 columns 64 instead
-    of 82 (two instead of one). ``EARLY`` reads it with the row instead, in
-    the same memory round trip: a launch of at most a program an SM
-    (:data:`EARLY_WEIGHT_ROWS_PER_SM`) has registers to spare and pays the
-    late read's latency once, undivided. A ``TAIL`` (not 0) is a second piece
-    of the row's body after its first ``BLOCK`` columns
+    of 82 (two instead of one). A ``TAIL`` (not 0) is a second piece of the
+    row's body after its first ``BLOCK`` columns
     (:func:`kernel_portfolio.plans.block_pieces`); ``PEEL`` adds the row's
     head and tail (``n_body`` body columns of ``n_cols``).
     """
-    load_w: tl.constexpr = EARLY and HAS_WEIGHT
     cols = tl.arange(0, BLOCK)
     mask = cols < n_body
     h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, "")
-    w = _early_weight(w_ptr, cols, mask, load_w)
     ss = tl.sum(h * h, axis=0)
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
@@ -370,21 +339,19 @@ def _fwd_row_in_registers(
         h_tail = _load_h(
             x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
         )
-        w_tail = _early_weight(w_ptr, tail_cols, tail_mask, load_w)
         ss += tl.sum(h_tail * h_tail, axis=0)
     if PEEL:
         peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
         h_peel = _load_h(
             x_row, r_row, h_row, peel, peel_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
         )
-        w_peel = _early_weight(w_ptr, peel, peel_mask, load_w)
         ss += tl.sum(h_peel * h_peel, axis=0)
     rstd = tl.rsqrt(ss / n_cols + eps)
-    _store_piece(y_row, w_ptr, h, rstd, w, cols, mask, HAS_WEIGHT, EARLY)
+    _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
     if TAIL > 0:
-        _store_piece(y_row, w_ptr, h_tail, rstd, w_tail, tail_cols, tail_mask, HAS_WEIGHT, EARLY)
+        _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
     if PEEL:
-        _store_piece(y_row, w_ptr, h_peel, rstd, w_peel, peel, peel_mask, HAS_WEIGHT, EARLY)
+        _store_y(y_row, w_ptr, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
     return rstd
 
 
@@ -410,13 +377,11 @@ def _fwd_block_kernel(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
-    EARLY: tl.constexpr,
 ):
     """Block plan: program ``p`` takes row ``first_row + p``, held in registers.
 
     A program per row (:func:`kernel_portfolio.plans.block_launches`).
-    ``rstd_ptr`` is written only when ``STORE_RSTD``; ``EARLY`` reads the
-    weight with the row (:func:`_fwd_row_in_registers`).
+    ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
     row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
     head = row_head(row64 * stride_xm, VEC, PEEL)
@@ -438,7 +403,6 @@ def _fwd_block_kernel(
         TAIL,
         VEC,
         PEEL,
-        EARLY,
     )
     if STORE_RSTD:
         tl.store(rstd_ptr + row64, rstd)
@@ -509,7 +473,6 @@ def _fwd_looped_kernel(
                 0,
                 VEC,
                 PEEL,
-                False,
             )
         else:
             ss = _sum_squares(
@@ -1273,12 +1236,9 @@ def _forward(
         flags = {"HAS_WEIGHT": weight is not None, "STORE_RSTD": rstd is not None}
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = _pieces(n_cols, plan, width)
-            early = type(n_rows) is int and (
-                n_rows <= EARLY_WEIGHT_ROWS_PER_SM * plans.sm_count(x.device)
-            )
             for first_row, programs in plans.block_launches(n_rows):
                 launchable(_fwd_block_kernel)[(programs,)](
-                    *pointers, first_row, n_cols, *strides, eps, EARLY=early, **flags, **consts
+                    *pointers, first_row, n_cols, *strides, eps, **flags, **consts
                 )
             return
         if plan.kind == "looped":
