@@ -133,6 +133,10 @@ def _chunked_sum(
     acc = tl.zeros((BLOCK // GROUP,), tl.float32)
     lanes = tl.arange(0, BLOCK // GROUP)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
     for c in range(0, n_chunks, STEP):
+        # The step's chunks add up before one reduction into the accumulator:
+        # Triton 3.6 asserts (OptimizeThreadLocality) on a loop that reduces
+        # into its accumulator twice.
+        step = tl.zeros((BLOCK // GROUP, GROUP), tl.float32)
         for u in tl.static_range(STEP):
             cols = col0 + (c + u) * BLOCK + lanes
             x = tl.load(
@@ -141,7 +145,8 @@ def _chunked_sum(
                 other=0.0,
                 eviction_policy=EVICT,
             )
-            acc += tl.sum(x.to(tl.float32), 1)
+            step += x.to(tl.float32)
+        acc += tl.sum(step, 1)
     return tl.sum(acc, 0)
 
 
