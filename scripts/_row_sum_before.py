@@ -1,0 +1,280 @@
+"""The row sum kernels and launcher of 04396fd (before the vector sums), for scripts/ab_rows.py."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernel_portfolio import plans
+from kernel_portfolio.contracts import (
+    device_guard,
+    eager_route,
+    launchable,
+    scratch,
+    stream_buffer,
+)
+from kernel_portfolio.ops.peel import body_offset, body_width, peel_cols, row_head, row_vec
+
+#: Runtime arguments Triton must not specialise (see the module docstring).
+_RUNTIME_ARGS = ["first_row", "n_rows", "n_cols", "stride_xm"]
+_RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
+#: ``tl.load``'s ``eviction_policy`` for rows of 16-bit elements (the kernels'
+#: ``EVICT``; float32 rows take ``""``, the hardware default): see the module
+#: docstring.
+LOAD_POLICY = "evict_first"
+#: A block-plan program sums as many whole rows as fit in this many bytes, at
+#: most :data:`BLOCK_TILE_ROWS` (:func:`block_tile`): see the module docstring.
+BLOCK_TILE_BYTES = 8192
+BLOCK_TILE_ROWS = 4
+#: Most warps a block-plan program of several rows gets.
+TILE_WARPS = 16
+
+# ---------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------
+
+
+@triton.jit
+def _chunked_sum(
+    x_row,
+    stride_xn,
+    col0,
+    n_chunks,
+    n_cols,
+    BLOCK: tl.constexpr,
+    EVICT: tl.constexpr,
+    STEP: tl.constexpr,
+):
+    """Float32 sum of ``n_chunks`` ``BLOCK``-wide chunks of a row from ``col0``.
+
+    ``STEP`` chunks a step: their loads do not wait on one another's adds, so
+    a program has ``STEP`` chunks in flight (see the module docstring).
+    """
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for c in range(0, n_chunks, STEP):
+        for u in tl.static_range(STEP):
+            cols = col0 + (c + u) * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(
+                x_row + cols.to(tl.int64) * stride_xn,
+                mask=(cols < n_cols) & (c + u < n_chunks),
+                other=0.0,
+                eviction_policy=EVICT,
+            )
+            acc += x.to(tl.float32)
+    return tl.sum(acc, 0)
+
+
+@triton.jit
+def _peel_sum(x_body, head, n_body, n_cols, VEC: tl.constexpr):
+    """Float32 sum of a row's head and tail (:func:`kernel_portfolio.ops.peel.peel_cols`)."""
+    peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+    return tl.sum(tl.load(x_body + peel, mask=peel_mask, other=0.0).to(tl.float32), 0)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _block_kernel(
+    x_ptr,
+    out_ptr,
+    first_row,
+    n_rows,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    BLOCK: tl.constexpr,
+    TAIL: tl.constexpr,
+    ROWS: tl.constexpr,
+    VEC: tl.constexpr,
+    PEEL: tl.constexpr,
+    EVICT: tl.constexpr,
+):
+    """Block plan: rows are loaded once, ``ROWS`` at a time, and reduced in registers.
+
+    Program ``p`` takes the ``ROWS`` rows from ``first_row + p * ROWS``, those
+    before ``n_rows`` (a program per group of rows:
+    :func:`kernel_portfolio.plans.block_launches`). A ``TAIL`` (not 0) is a
+    second piece of each row's body after its first ``BLOCK`` columns
+    (:func:`kernel_portfolio.plans.block_pieces`); ``PEEL`` adds each row's
+    head and tail (:mod:`kernel_portfolio.ops.peel`).
+    """
+    rows = first_row + tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < n_rows
+    head = row_head(rows * stride_xm, VEC, PEEL)[:, None]  # row * stride can pass 2^31
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    x_rows = x_ptr + body_offset(rows[:, None], stride_xm, head, VEC, PEEL)
+    cols = tl.arange(0, BLOCK)[None, :]
+    x = tl.load(
+        x_rows + cols.to(tl.int64) * stride_xn,
+        mask=row_mask[:, None] & (cols < n_body),
+        other=0.0,
+        eviction_policy=EVICT,
+    )
+    total = tl.sum(x.to(tl.float32), 1)
+    if TAIL > 0:
+        tail_cols = BLOCK + tl.arange(0, TAIL)[None, :]
+        x_tail = tl.load(
+            x_rows + tail_cols.to(tl.int64) * stride_xn,
+            mask=row_mask[:, None] & (tail_cols < n_body),
+            other=0.0,
+            eviction_policy=EVICT,
+        )
+        total += tl.sum(x_tail.to(tl.float32), 1)
+    if PEEL:
+        peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+        x_peel = tl.load(x_rows + peel, mask=row_mask[:, None] & peel_mask, other=0.0)
+        total += tl.sum(x_peel.to(tl.float32), 1)
+    tl.store(out_ptr + rows, total.to(out_ptr.dtype.element_ty), mask=row_mask)
+
+
+@triton.jit(do_not_specialize=_RUNTIME_ARGS)
+def _looped_kernel(
+    x_ptr,
+    out_ptr,
+    n_rows,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    PEEL: tl.constexpr,
+    EVICT: tl.constexpr,
+):
+    """Looped plan: a program walks its row's body in chunks, one pass (then head and tail)."""
+    n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        row64 = tl.cast(row, tl.int64)
+        head = row_head(row64 * stride_xm, VEC, PEEL)
+        n_body = body_width(n_cols, head, VEC, PEEL)
+        x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
+        total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, EVICT, 1)
+        if PEEL:
+            total += _peel_sum(x_row, head, n_body, n_cols, VEC)
+        tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
+
+
+@triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
+def _split_kernel(
+    x_ptr,
+    out_ptr,
+    partial_ptr,
+    count_ptr,
+    n_cols,
+    stride_xm,
+    stride_xn,
+    chunks_per_split,
+    BLOCK: tl.constexpr,
+    VEC: tl.constexpr,
+    PEEL: tl.constexpr,
+    EVICT: tl.constexpr,
+    MAX_SPLITS: tl.constexpr,
+):
+    """Split plan: program (row, k) sums its slice; the row's last to finish writes the row.
+
+    Each program writes its float32 partial sum and counts itself in on the
+    row's counter (``count_ptr[row]``, 0 between launches): its store is
+    released with its count, and the program that counts last acquires the
+    others', adds the row's partials in slot order, writes the sum and sets
+    the counter back to 0. No program waits for another, so any grid is safe.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    k = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    head = row_head(row * stride_xm, VEC, PEEL)
+    n_body = body_width(n_cols, head, VEC, PEEL)
+    col0 = k * chunks_per_split * BLOCK
+    x_row = x_ptr + body_offset(row, stride_xm, head, VEC, PEEL)
+    total = _chunked_sum(x_row, stride_xn, col0, chunks_per_split, n_body, BLOCK, EVICT, 2)
+    if PEEL and k == 0:  # the row's head and tail
+        total += _peel_sum(x_row, head, n_body, n_cols, VEC)
+    tl.store(partial_ptr + row * n_splits + k, total)
+    tl.debug_barrier()  # the program's store before its count
+    arrived = tl.atomic_add(count_ptr + row, 1, sem="acq_rel", scope="gpu")
+    if arrived == n_splits - 1:
+        slots = tl.arange(0, MAX_SPLITS)
+        # .cg: from the L2, where the other programs' stores are, never a stale L1 line.
+        parts = tl.load(
+            partial_ptr + row * n_splits + slots,
+            mask=slots < n_splits,
+            other=0.0,
+            cache_modifier=".cg",
+        )
+        tl.store(out_ptr + row, tl.sum(parts, 0).to(out_ptr.dtype.element_ty))
+        tl.atomic_xchg(count_ptr + row, 0, sem="relaxed", scope="gpu")
+
+
+# ---------------------------------------------------------------------------
+# Launcher
+# ---------------------------------------------------------------------------
+
+
+def block_tile(block_cols: int, elem_bytes: int, num_warps: int) -> tuple[int, int]:
+    """Rows and warps of a block-plan program: the kernel's ``ROWS`` and warp count.
+
+    The rows: the largest power of two of rows of ``block_cols`` elements (a
+    row's block pieces) that fits in :data:`BLOCK_TILE_BYTES`, at least one and
+    at most :data:`BLOCK_TILE_ROWS`. The warps: the plan's ``num_warps`` a row,
+    up to :data:`TILE_WARPS` (never fewer than ``num_warps``).
+    """
+    rows = BLOCK_TILE_BYTES // (block_cols * elem_bytes)
+    rows = 1 << (max(1, min(rows, BLOCK_TILE_ROWS)).bit_length() - 1)
+    return rows, min(max(TILE_WARPS, num_warps), num_warps * rows)
+
+
+def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> None:
+    """Write the sum of each of ``x``'s rows (its last dimension) into ``out``.
+
+    ``out`` is contiguous with shape ``x.shape[:-1]``, so row ``r`` writes
+    element ``r``. Tests pass a NaN-poisoned ``out`` to prove that every
+    element is written.
+    """
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous")
+    if out.numel() == 0:
+        return
+    x2 = plans.as_rows(x)
+    n_rows, n_cols = x2.shape
+    stride_xm, stride_xn = x2.stride()
+    vec, peel = row_vec(x.element_size(), n_cols, (stride_xm,), stride_xn == 1)
+    consts = {
+        "BLOCK": plan.block,
+        "VEC": vec,
+        "PEEL": peel,
+        "EVICT": LOAD_POLICY if x.element_size() == 2 else "",
+        "num_warps": plan.num_warps,
+    }
+    with device_guard(x):
+        if plan.kind == "block":
+            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
+            consts["ROWS"], consts["num_warps"] = block_tile(
+                consts["BLOCK"] + consts["TAIL"], x.element_size(), plan.num_warps
+            )
+            rows = consts["ROWS"]
+            for first_group, programs in plans.block_launches(plans.cdiv(n_rows, rows)):
+                launchable(_block_kernel)[(programs,)](
+                    x2, out, first_group * rows, n_rows, n_cols, stride_xm, stride_xn, **consts
+                )
+            return
+        if plan.kind == "looped":
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
+            launchable(_looped_kernel)[grid](
+                x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts
+            )
+            return
+        chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
+        partial = scratch((n_rows, n_splits), torch.float32, x.device)
+        if eager_route():
+            counts = stream_buffer("row sum counters", n_rows, torch.int32, x.device)
+        else:  # a traced launch, which cannot carry state between calls
+            counts = torch.zeros(n_rows, dtype=torch.int32, device=x.device)
+        launchable(_split_kernel)[(n_rows, n_splits)](
+            x2,
+            out,
+            partial,
+            counts,
+            n_cols,
+            stride_xm,
+            stride_xn,
+            chunks_per_split,
+            MAX_SPLITS=plans.MAX_SPLITS,
+            **consts,
+        )
