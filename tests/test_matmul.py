@@ -152,10 +152,10 @@ def test_split_k_launches_back_to_back(device):
 
 
 #: Few-row products on the plan table's own tiles and split-K counts (for
-#: 132 SMs, whatever the interpreter's count): rows 1-63 (bucket <= 64), 65
-#: and 100 (bucket 128), 200 (256) and 257 (512); ``N = 408`` and ``K = 4136``
-#: leave partial tiles in N and in K (4136 is 32 steps of 128 and a part), and
-#: every one of them splits ``K``.
+#: 132 SMs, whatever the interpreter's count): rows 1-63 (buckets <= 64, which
+#: split ``K``), 65 and 100 (bucket 128), 200 (256) and 257 (512); ``N = 408``
+#: and ``K = 4136`` leave partial tiles in N and in K (4136 is 32 steps of 128
+#: and a part).
 FEW_ROWS = (1, 17, 63, 65, 100, 200, 257)
 
 
@@ -168,7 +168,7 @@ FEW_ROWS = (1, 17, 63, 65, 100, 200, 257)
 def test_plan_table_at_few_rows(m, dtype, b_t, device):
     n, k = 408, 4136
     plan = mm._tma_plan(m, n, k, 132)
-    assert plan.split_k > 1, plan  # the grid is meant to exercise split-K on every row
+    assert (plan.split_k > 1) == (m <= 64), plan  # split-K on the rows that take it
     a, b = _operands(m, n, k, dtype, device, b_t=b_t)  # b_t: a linear layer's W.T
     out, guard = _guarded_output(m, n, dtype, device)
     mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
@@ -197,7 +197,10 @@ def test_plan_table_rows_name_tiles_in_order():
     assert mm.TmaTile(128, 256, 64, 4, 3, warp_specialize=True).name == "128x256x64 w4 s3 ws"
 
 
-@pytest.mark.parametrize(("m", "row"), [(1, 0), (64, 0), (65, 0), (128, 0), (129, 1), (256, 1)])
+@pytest.mark.parametrize(
+    ("m", "row"),
+    [(1, 0), (16, 0), (17, 1), (64, 1), (65, 2), (256, 2), (257, 3), (512, 3), (513, 4), (8193, 5)],
+)
 def test_plan_table_row_by_bucket(m, row):
     """The row is the first whose bound holds M rounded up to a power of two."""
     rule = gemm_rule.TMA_RULES[row]
@@ -210,10 +213,10 @@ def test_plans_at_the_model_shapes(m, n, k):
     """Every plan at the sweep's shapes, and the backward's products, keeps its promises.
 
     Split-K only where fewer runs leave the waves less than ``WAVE_FILL``
-    busy and fill them no better, at most the row's ``max_split`` runs of at least
-    ``SPLIT_K_MIN_RUN``; the tile from the row of M's bucket; the tile taken
-    before a later one of its row only when its waves fill ``WAVE_FILL`` of
-    the SMs or fill them better.
+    busy and fill them no better, at most the row's ``max_split`` runs of at
+    least ``SPLIT_K_MIN_RUN`` or ``LONG_K_SPLIT`` runs of ``LONG_K_RUN``; the
+    tile from the row of M's bucket; the tile taken before a later one of its
+    row only when its waves fill ``WAVE_FILL`` of the SMs or fill them better.
     """
     for shape in ((m, n, k), (m, k, n), (k, n, m)):  # forward, dA, dB
         plan = mm._tma_plan(*shape, 132)
@@ -226,8 +229,10 @@ def test_plans_at_the_model_shapes(m, n, k):
         for fewer in range(1, plan.split_k):
             assert _fill(tiles * fewer) < min(chosen, gemm_rule.WAVE_FILL), (shape, plan, fewer)
         if plan.split_k > 1:
-            assert shape[2] // plan.split_k >= gemm_rule.SPLIT_K_MIN_RUN, (shape, plan)
-            assert plan.split_k <= rule.max_split and plan.tile.splits, (shape, plan)
+            run = shape[2] // plan.split_k
+            short = plan.split_k <= rule.max_split and run >= gemm_rule.SPLIT_K_MIN_RUN
+            long = plan.split_k <= gemm_rule.LONG_K_SPLIT and run >= gemm_rule.LONG_K_RUN
+            assert (short or long) and plan.tile.splits, (shape, plan)
         for earlier in rule.tiles[: rule.tiles.index(plan.tile.name)]:
             other = mm._TILES_BY_NAME[earlier]
             other_tiles = _items(mm.TmaPlan(other), shape[0], shape[1])
@@ -245,15 +250,19 @@ def _fill(items: int, sms: int = 132) -> float:
 @pytest.mark.parametrize(
     ("shape", "tile", "splits"),
     [
-        ((64, 4096, 4096), "64x128x128 w4 s4", 4),  # 32 tiles: four runs fill 128 SMs
-        ((128, 4096, 4096), "64x128x128 w4 s4", 2),  # 64 tiles: two runs
-        ((64, 14336, 4096), "64x128x128 w4 s4", 1),  # 112 tiles: 85% of a wave, none fills better
-        ((64, 4096, 1024), "64x128x128 w4 s4", 1),  # runs would be shorter than 1024
-        ((384, 4096, 4096), "128x128x64 w8 s4", 4),  # 96 tiles 73% busy; 384 items 97%
-        ((1024, 6144, 4096), "128x256x64 w8 s3", 2),  # 128x256: two runs fill three waves
-        ((1024, 4096, 4096), "128x256x64 w8 s3", 1),  # 128x256: one wave 97% full
-        ((1024, 1024, 65536), "128x256x64 w8 s3", 4),  # dB of a large batch: 32 tiles
-        ((4096, 4096, 64), "128x256x64 w8 s3", 1),  # dB of a batch of 64: K too short
+        ((16, 4096, 4096), "64x64x256 w4 s3", 2),  # 32x128: 32 tiles, 64 items; 64x64: 128
+        ((64, 4096, 4096), "64x64x256 w4 s3", 2),  # 64 tiles: two runs fill 97% of a wave
+        ((64, 14336, 4096), "64x64x256 w4 s3", 1),  # 224 tiles: 85% of two waves
+        ((64, 4096, 1024), "64x64x256 w4 s3", 2),  # runs of 512
+        ((64, 4096, 512), "64x64x256 w4 s3", 1),  # runs would be shorter than 512
+        ((128, 4096, 4096), "64x64x128 w4 s6", 1),  # 64x128: 64 tiles; 64x64: 128
+        ((384, 4096, 4096), "128x128x64 w4 s4", 1),  # 96 tiles, K too short to split
+        ((1024, 6144, 4096), "128x128x64 w4 s4", 1),  # 128x256: 73% of two waves; 97% of 3
+        ((1024, 4096, 4096), "128x256x64 w8 s4 e2", 1),  # one wave 97% full
+        ((1024, 1024, 65536), "128x256x64 w8 s4 e2", 4),  # dB of a large batch: long K
+        ((1024, 1024, 16384), "128x128x64 w4 s4", 2),  # two runs of LONG_K_RUN
+        ((4096, 4096, 64), "128x256x64 w8 s4 e2", 1),  # dB of a batch of 64
+        ((16384, 4096, 4096), "128x256x64 w8 s3", 1),
     ],
 )
 def test_plan_choices(shape, tile, splits):
@@ -261,28 +270,33 @@ def test_plan_choices(shape, tile, splits):
 
 
 @pytest.mark.parametrize(
-    ("tiles", "k", "runs"),
+    ("tiles", "k", "max_split", "runs"),
     [
-        (32, 4096, 4),  # 128 items fill 97% of a wave
-        (44, 4096, 3),  # 132 items: a full wave
-        (66, 4096, 2),
-        (120, 4096, 1),  # 91% of a wave already
-        (96, 4096, 4),  # 73% busy in one wave, two or three; 384 items 97%
-        (8, 2048, 2),  # runs of at least SPLIT_K_MIN_RUN
-        (8, 1000, 1),
-        (20, 65536, 4),  # the most runs fill best (61%), though under WAVE_FILL
-        (264, 4096, 1),  # two whole waves
+        (32, 4096, 4, 4),  # 128 items fill 97% of a wave
+        (44, 4096, 4, 3),  # 132 items: a full wave
+        (66, 4096, 4, 2),
+        (120, 4096, 4, 1),  # 91% of a wave already
+        (96, 4096, 4, 4),  # 73% busy in one wave, two or three; 384 items 97%
+        (8, 2048, 4, 2),  # runs of at least SPLIT_K_MIN_RUN
+        (8, 1000, 4, 1),
+        (20, 65536, 4, 4),  # the most runs fill best (61%), though under WAVE_FILL
+        (264, 4096, 4, 1),  # two whole waves
+        (32, 4096, 1, 1),  # the row's max_split
+        (32, 16383, 1, 1),  # runs shorter than LONG_K_RUN
+        (32, 16384, 1, 2),  # past max_split, runs of LONG_K_RUN: two
+        (64, 65536, 1, 2),  # 128 items: 97%
+        (20, 65536, 1, 4),  # at most LONG_K_SPLIT
+        (20, 65536, 6, 6),  # the row's max_split, runs of SPLIT_K_MIN_RUN
     ],
 )
-def test_split_k_rule(tiles, k, runs):
+def test_split_k_rule(tiles, k, max_split, runs):
     """The fewest runs that fill ``WAVE_FILL`` of the waves, else those that fill them best."""
-    consts = {"WAVE_FILL": 0.9, "SPLIT_K_MIN_RUN": 1024}
+    consts = {"WAVE_FILL": 0.9, "SPLIT_K_MIN_RUN": 1024, "LONG_K_RUN": 8192, "LONG_K_SPLIT": 4}
     tile = mm._TILES_BY_NAME["64x128x128 w4 s4"]
     with pytest.MonkeyPatch.context() as patch:
         for name, value in consts.items():
             patch.setattr(gemm_rule, name, value)
-        assert mm._split_k(tile, tiles, k, 132, 4) == runs
-        assert mm._split_k(tile, tiles, k, 132, 1) == 1
+        assert mm._split_k(tile, tiles, k, 132, max_split) == runs
 
 
 def test_unsplit_tiles_never_split():

@@ -36,19 +36,20 @@ class TmaRule:
 #: The Hopper path's plan table: the first row whose ``max_m`` holds the
 #: product's ``M`` bucket gives the tiles ``_tma_plan`` chooses between and
 #: the most runs ``K`` may split into. Rows, tiles and the two constants below
-#: come from ``scripts/gemm_tune.py`` (``results/h200/gemm_tune.json``, its
-#: "chosen per bucket" summary: per bucket the row whose planned candidates
-#: have the best geometric-mean speed against cuBLAS over the bucket's cells,
-#: both dtypes and every (N, K) of the models layer shapes, under the
-#: best-scoring constants). Until that run the rows are reasoned from the plan
-#: arithmetic: up to 128 rows the product reads ``B`` once and computes
-#: little, and a 64-row tile gives twice the 128-row tile's count (split-K
-#: the rest); at 256 rows a 128x128 tile keeps two warpgroups busy; past that
-#: the widest tile that fills the SMs (:data:`WAVE_FILL`), else the narrower one.
+#: come from ``scripts/gemm_tune.py`` (``results/h100/gemm/gemm_tune.json``,
+#: its "chosen per bucket" summary: per bucket the row whose planned
+#: candidates have the best geometric-mean speed against cuBLAS over the
+#: bucket's cells, both dtypes and every (N, K) of the models layer shapes,
+#: under the best-scoring constants). The sweep ran on an H100, which has the
+#: H200's 132 SMs and tensor cores and less memory bandwidth; the H200 suites
+#: measure the table where it is used.
 TMA_RULES = (
-    TmaRule(128, ("64x128x128 w4 s4",), 4),
-    TmaRule(256, ("128x128x64 w8 s4",), 4),
-    TmaRule(None, ("128x256x64 w8 s3", "128x128x64 w8 s4"), 4),
+    TmaRule(16, ("32x128x128 w4 s5", "64x64x256 w4 s3"), 2),
+    TmaRule(64, ("64x64x256 w4 s3",), 2),
+    TmaRule(256, ("64x128x64 w4 s8", "64x64x128 w4 s6"), 1),
+    TmaRule(512, ("128x128x64 w4 s4", "64x128x64 w4 s8"), 1),
+    TmaRule(8192, ("128x256x64 w8 s4 e2", "128x128x64 w4 s4"), 1),
+    TmaRule(None, ("128x256x64 w8 s3",), 1),
 )
 
 #: Least share of the SMs' time a tile's waves must keep busy (its output
@@ -59,19 +60,36 @@ TMA_RULES = (
 #: waves 97% busy. From ``scripts/gemm_tune.py`` (``results/h200/gemm_tune.json``:
 #: the summary's fitted constants, every combination of its ``FIT_GRID``
 #: scored on the measured cells).
-WAVE_FILL = 0.9
+WAVE_FILL = 0.8
 
 #: Split-K (``_split_k``): the shortest run of ``K`` worth splitting off. From
-#: ``scripts/gemm_tune.py`` (``results/h200/gemm_tune.json``: the summary's
-#: fitted constants; the sweep times every tile at every count up to its
-#: ``MAX_SPLIT`` that fills the waves better than fewer runs do, the counts
+#: ``scripts/gemm_tune.py`` (``results/h100/gemm/gemm_tune.json``: the
+#: summary's fitted constants; the sweep times every tile at every count up to
+#: its ``MAX_SPLIT`` that fills the waves better than fewer runs do, the counts
 #: the rule can take).
-SPLIT_K_MIN_RUN = 1024
+SPLIT_K_MIN_RUN = 512
+
+#: Split-K whatever the row's ``max_split``: up to :data:`LONG_K_SPLIT` runs of
+#: at least :data:`LONG_K_RUN`. Each run past the first costs a float32
+#: partial of the output, and over a short ``K`` that costs more than the idle
+#: SMs: from 128 rows up the sweep's forward cells (``K`` of 4096 and 14336)
+#: ran best unsplit. Over a long ``K`` the partials are cheap against the
+#: loop they share out: the ``dB`` of a linear layer at a batch of 65536
+#: (``1024 x 1024`` from ``K = 65536``, 64 tiles for 132 SMs) ran at 0.65-0.67x
+#: of cuBLAS unsplit (``results/h200/checks/gemm-tune-20261201T0416Z.log``).
+#: A run of 8192 splits no product of the sweep's forward cells (the longest
+#: ``K`` is 14336) and splits that ``dB`` in four.
+LONG_K_RUN = 8192
+LONG_K_SPLIT = 4
 
 #: ``tl.dot``'s input precision for float32 operands without ``allow_tf32``
-#: (the pointer path): ``"ieee"`` multiplies in full float32 on the FMA
-#: units. ``scripts/gemm_tune.py`` times it against ``"tf32x3"`` (each
-#: operand split into a TF32 value and a TF32 remainder, three tensor-core
-#: products, float32 accumulation) at 4096^3 with each one's error against
-#: float64 (``results/h200/gemm_tune.json``).
-FP32_PRECISION = "ieee"
+#: (the pointer path). ``"tf32x3"`` splits each operand into a TF32 value and
+#: a TF32 remainder and sums three tensor-core products in float32 (the
+#: remainders' product, below float32's rounding, is left out); ``"ieee"``
+#: multiplies in full float32 on the FMA units. ``scripts/gemm_tune.py`` times
+#: both at 4096^3 with each one's error against float64
+#: (``results/h100/gemm/gemm_tune.json``: tf32x3 ran faster than cuBLAS's
+#: float32 product and nearer float64 than it, ieee slower at cuBLAS's error).
+#: An infinite operand makes NaN in place of infinity (its remainder is
+#: ``inf - inf``).
+FP32_PRECISION = "tf32x3"

@@ -2,9 +2,9 @@
 
 Math: ``C[m, n] = sum_k A[m, k] * B[k, n]`` for ``A`` of shape ``(M, K)`` and
 ``B`` of shape ``(K, N)``, accumulated in float32 and rounded once to the
-input dtype. float32 inputs are multiplied in full float32 (``tl.dot`` with
-the input precision ``gemm_rule.FP32_PRECISION``) unless the caller passes
-``allow_tf32=True``.
+input dtype. float32 inputs keep float32 accuracy (``tl.dot`` with the input
+precision ``gemm_rule.FP32_PRECISION``: three TF32 tensor-core products per
+pair of tiles) unless the caller passes ``allow_tf32=True``.
 
 Work: ``2 * M * N * K`` floating-point operations. Memory traffic, at the
 least: read ``A`` and ``B`` once and write ``C`` once, ``(M*K + K*N + M*N) *
@@ -579,18 +579,22 @@ def _split_k(tile: TmaTile, tiles, K, num_sms: int, max_split: int) -> int:
     batch (``1024 x 1024`` from ``K = 65536``: 64 tiles of 128x128) ran at
     0.65-0.67x of cuBLAS (``results/h200/checks/gemm-tune-20261201T0416Z.log``).
     Splitting ``K`` into runs multiplies the work items: this takes the fewest
-    runs (up to ``max_split``, the plan table row's, each at least
-    ``gemm_rule.SPLIT_K_MIN_RUN`` of ``K`` long) whose items keep
-    ``gemm_rule.WAVE_FILL`` of the SMs' time busy, else the count that fills
-    the waves best (the fewest on a tie). Each run past the first costs a
-    float32 partial tile, written once and read once, mostly within the L2. A
-    tile that may not split (:attr:`TmaTile.splits`) never does.
+    runs whose items keep ``gemm_rule.WAVE_FILL`` of the SMs' time busy, else
+    the count that fills the waves best (the fewest on a tie). A count may be
+    taken when its runs are at most ``max_split`` (the plan table row's) each
+    at least ``gemm_rule.SPLIT_K_MIN_RUN`` of ``K`` long, or at most
+    ``gemm_rule.LONG_K_SPLIT`` each at least ``gemm_rule.LONG_K_RUN`` long.
+    Each run past the first costs a float32 partial tile, written once and
+    read once, mostly within the L2. A tile that may not split
+    (:attr:`TmaTile.splits`) never does.
     """
     if not tile.splits:
         return 1
     best = 1
-    for runs in range(1, max_split + 1):
-        if runs > 1 and runs * gemm_rule.SPLIT_K_MIN_RUN > K:
+    for runs in range(1, max(max_split, gemm_rule.LONG_K_SPLIT) + 1):
+        short = runs <= max_split and runs * gemm_rule.SPLIT_K_MIN_RUN <= K
+        long = runs <= gemm_rule.LONG_K_SPLIT and runs * gemm_rule.LONG_K_RUN <= K
+        if runs > 1 and not (short or long):
             break
         if _fills(tiles * runs, num_sms, gemm_rule.WAVE_FILL):
             return runs
@@ -988,7 +992,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, allow_tf32: bool = False) -> tor
             on the CPU with ``TRITON_INTERPRET=1``).
         b: ``(K, N)`` matrix of the same dtype and device.
         allow_tf32: Let float32 inputs use TF32 tensor cores (about 10 bits
-            of mantissa per product). Off by default: float32 stays float32.
+            of mantissa per product). Off by default: float32 keeps float32
+            accuracy (``gemm_rule.FP32_PRECISION``).
 
     Returns:
         A new contiguous ``(M, N)`` tensor of the inputs' dtype. ``K == 0``
