@@ -218,9 +218,10 @@ CHUNKED_PLANS = (plans.RowPlan("looped", 2048, 8), plans.RowPlan("split", 2048, 
 def test_every_chunked_plan_compiles_in_every_dtype(dtype):
     """Every row launcher compiles for sm_90 at the looped and split plans, aligned and peeled.
 
-    The suites reach some plan and dtype pairs only at shapes they do not hold
-    (a split float32 row sum): Triton 3.6 once failed to compile one such
-    kernel (an assertion in a pass) that the interpreter runs.
+    The suites reach some plan and dtype pairs only at shapes they do not
+    hold. A split float32 row sum that reduced into its accumulator twice a
+    loop step (commit b012a56, fixed in a285df8) ran under the interpreter
+    and failed to compile for the GPU: a Triton 3.6 pass asserted.
     """
     specs = {}
     with pytest.MonkeyPatch.context() as monkeypatch:
