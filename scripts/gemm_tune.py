@@ -48,11 +48,12 @@ pass ``--cell-budget-s`` times only what it checked; cells left when
 The summary (printed last, and again by ``--summary``) is the mechanical
 choice: for every combination of ``WAVE_FILL`` and ``SPLIT_K_MIN_RUN`` in
 :data:`FIT_GRID`, the plan table whose rows (one per ``M`` bucket: a tile,
-or a wide and a narrow tile, and the most split-K runs, one of
-:data:`MAX_SPLITS`) give the best geometric mean of the measured ratio over
-the bucket's cells, both dtypes and every ``(N, K)``; the combination with
-the best mean over all cells wins, and the rows and constants to set in
-``gemm_rule.py`` are printed as code. Then ours against the targets, the
+or a tile and the one to take when the first would leave the SMs idle, and
+the most split-K runs, one of :data:`MAX_SPLITS`) give the best geometric
+mean of the measured ratio over the bucket's cells, both dtypes and every
+``(N, K)``; the combination with the best mean over all cells wins, and the
+rows and constants to set in ``gemm_rule.py`` are printed as code, with the
+fit's score on each layer shape left out of it in turn. Then ours against the targets, the
 float32 candidates with their errors, and forward and backward against the
 committed suite's ratio at the same shape.
 """
@@ -111,6 +112,11 @@ FIT_GRID = {
     "WAVE_FILL": (0.8, 0.85, 0.9, 0.95, 1.01),
     "SPLIT_K_MIN_RUN": (512, 1024, 2048),
 }
+#: A two-tile row starts with one of the bucket's this many best single tiles.
+#: On the H100 sweep (``results/h100/gemm/gemm_tune.json``) any first tile
+#: fitted the cells better and scored no better on the layer shapes left out
+#: of the fit (:func:`held_out`): the wider search fitted cells, not a class.
+FIRST_TILES = 3
 #: A bucket keeps the previous bucket's row when that row's mean is within
 #: this share of the best row's: a tile changes where the gain shows over the
 #: noise of a class of cells, not of one (per-visit ratios of one
@@ -681,60 +687,99 @@ def row_score(row: tuple, members: list, sms: int) -> float | None:
     return _geomean(got)
 
 
-def fit(table: dict, sms: int) -> dict | None:
-    """The plan table and constants with the best geometric-mean ratio over ``table``'s cells.
+def _by_bucket(table: dict) -> dict:
+    """``table``'s cells as ``{bucket: [(ratios, M, N, K), ...]}``."""
+    by_bucket = {}
+    for (m, n, k, _), ratios in table.items():
+        by_bucket.setdefault(_bucket(m), []).append((ratios, m, n, k))
+    return by_bucket
 
-    For each combination of :data:`FIT_GRID`, each ``M`` bucket takes the row
-    (one tile, or one of its three best tiles then any other, each with every
-    ``max_split`` of :data:`MAX_SPLITS`) whose planned
-    candidates have the best geometric mean over the bucket's cells, or the
-    previous bucket's row where that is within :data:`MERGE_WITHIN` of the
-    best; a row with a cell whose planned candidate was not timed (or
-    failed) is not eligible. Each bucket also keeps the best mean of a row
-    that starts with another tile (the margin of its choice). None when no
-    combination has an eligible row for every bucket.
-    """
+
+def _choose_rows(by_bucket: dict, sms: int) -> dict | None:
+    """Each bucket's best row under the constants in force (:func:`fit`); None if one has none."""
     import itertools
 
     from kernel_portfolio.ops import matmul as mm
 
-    by_bucket = {}
-    for (m, n, k, _), ratios in table.items():
-        by_bucket.setdefault(_bucket(m), []).append((ratios, m, n, k))
     names = [tile.name for tile in mm.TMA_TILES]
+    rows = {}
+    for bucket, members in sorted(by_bucket.items()):
+        options = {}
+        for name, split in itertools.product(names, MAX_SPLITS):
+            score = row_score(((name,), split), members, sms)
+            if score is not None:
+                options[((name,), split)] = score
+        top = list(dict.fromkeys(
+            r[0][0] for r in sorted(options, key=options.get, reverse=True)
+        ))[:FIRST_TILES]  # fmt: skip
+        for first, second, split in itertools.product(top, names, MAX_SPLITS):
+            score = row_score(((first, second), split), members, sms) if second != first else None
+            if score is not None:
+                options[((first, second), split)] = score
+        if not options:
+            return None
+        row = max(options, key=options.get)
+        previous = rows[max(rows)][0] if rows else None
+        if previous in options and options[previous] >= (1 - MERGE_WITHIN) * options[row]:
+            row = previous  # within the noise of the best: one row for both buckets
+        others = [v for r, v in options.items() if r[0][0] != row[0][0]]
+        rows[bucket] = (row, options[row], max(others, default=None))
+    return rows
+
+
+def fit(table: dict, sms: int) -> dict | None:
+    """The plan table and constants with the best geometric-mean ratio over ``table``'s cells.
+
+    For each combination of :data:`FIT_GRID`, each ``M`` bucket takes the row
+    (one tile, or one of its :data:`FIRST_TILES` best tiles then any other,
+    each with every ``max_split`` of :data:`MAX_SPLITS`) whose planned
+    candidates have the best geometric mean over the bucket's cells, or the
+    previous bucket's row where that is within :data:`MERGE_WITHIN` of the
+    best; a row with a cell whose planned candidate was not timed (or failed)
+    is not eligible. Each bucket also keeps the best mean of a row that starts
+    with another tile (the margin of its choice). None when no combination
+    has an eligible row for every bucket.
+    """
+    import itertools
+
+    by_bucket = _by_bucket(table)
     best = None
     for values in itertools.product(*FIT_GRID.values()) if by_bucket else ():
         consts = dict(zip(FIT_GRID, values, strict=True))
-        rows, logs = {}, []
         with rule_constants(**consts):
-            for bucket, members in sorted(by_bucket.items()):
-                options = {}
-                for name, split in itertools.product(names, MAX_SPLITS):
-                    score = row_score(((name,), split), members, sms)
-                    if score is not None:
-                        options[((name,), split)] = score
-                top = list(dict.fromkeys(
-                    r[0][0] for r in sorted(options, key=options.get, reverse=True)
-                ))[:3]  # fmt: skip
-                for first, second, split in itertools.product(top, names, MAX_SPLITS):
-                    row = ((first, second), split)
-                    score = row_score(row, members, sms) if second != first else None
-                    if score is not None:
-                        options[row] = score
-                if not options:
-                    break
-                row = max(options, key=options.get)
-                previous = rows[max(rows)][0] if rows else None
-                if previous in options and options[previous] >= (1 - MERGE_WITHIN) * options[row]:
-                    row = previous  # within the noise of the best: one row for both buckets
-                others = [v for r, v in options.items() if r[0][0] != row[0][0]]
-                rows[bucket] = (row, options[row], max(others, default=None))
-                logs += [math.log(options[row])] * len(members)
-        if len(rows) == len(by_bucket) and (best is None or sum(logs) > best["score"]):
+            rows = _choose_rows(by_bucket, sms)
+        if rows is None:
+            continue
+        logs = [math.log(rows[b][1]) for b, members in by_bucket.items() for _ in members]
+        if best is None or sum(logs) > best["score"]:
             best = {"consts": consts, "rows": rows, "score": sum(logs), "cells": len(logs)}
     if best is not None:
         best["gmean"] = math.exp(best["score"] / best["cells"])
     return best
+
+
+def held_out(table: dict, sms: int, consts: dict) -> tuple[float, int] | None:
+    """The fit's geometric mean on layer shapes it did not see, and over how many cells.
+
+    For each ``(N, K)`` of ``table`` in turn, the rows are chosen (under
+    ``consts``, as :func:`fit` chooses them) from the cells of the other
+    shapes and scored on that shape's cells, in the buckets both hold. A
+    table that holds its score here chose tiles for a class of shapes, not
+    for the cells it was fitted on. None with fewer than two shapes.
+    """
+    shapes = sorted({(n, k) for (_, n, k, _) in table})
+    logs = []
+    with rule_constants(**consts):
+        for shape in shapes if len(shapes) > 1 else ():
+            seen = {key: r for key, r in table.items() if key[1:3] != shape}
+            rows = _choose_rows(_by_bucket(seen), sms) or {}
+            for bucket, members in _by_bucket(
+                {k: r for k, r in table.items() if k not in seen}
+            ).items():
+                score = row_score(rows[bucket][0], members, sms) if bucket in rows else None
+                if score is not None:
+                    logs += [math.log(score)] * len(members)
+    return (math.exp(sum(logs) / len(logs)), len(logs)) if logs else None
 
 
 def table_code(best: dict) -> list[str]:
@@ -786,9 +831,12 @@ def summary(data: dict) -> list[str]:
                 f"{_fmt(_geomean(now), '8.3f')}"
             )
         now = [v for vals in current.values() for v in vals if v is not None]
+        unseen = held_out(table, sms, best["consts"])
         lines.append(
-            f"fit: {best['gmean']:.3f} over {best['cells']} cells; ours as measured: "
-            f"{_fmt(_geomean(now), '.3f')} over {len(now)}. Set in gemm_rule.py:"
+            f"fit: {best['gmean']:.3f} over {best['cells']} cells; on a layer shape left out "
+            f"of its fit: {_fmt(unseen and unseen[0], '.3f')} over {unseen and unseen[1]}; "
+            f"ours as measured: {_fmt(_geomean(now), '.3f')} over {len(now)}. "
+            "Set in gemm_rule.py:"
         )
         lines += ["    " + line for line in table_code(best)]
     lines.append("== ours / cuBLAS, forward (* under the target: 0.90 from M=64, 0.97 from 1024)")

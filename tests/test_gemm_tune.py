@@ -94,6 +94,31 @@ def test_fit_recovers_a_planted_table():
     assert all(other is None or other <= score for score, other in margin.values())
 
 
+def test_held_out_scores_the_fit_on_shapes_it_did_not_see():
+    """A planted rule that holds for every layer shape scores about as well unseen as seen.
+
+    When one shape's fastest tiles differ (there the few-rows tile planted
+    slower, the narrow one faster), a fit that never saw it picks the wrong
+    tile for it, and the held-out score falls below the fit's own.
+    """
+    table = _planted_table()
+    best = gemm_tune.fit(table, SM)
+    score, cells = gemm_tune.held_out(table, SM, best["consts"])
+    assert cells == len(table) and 0.99 * best["gmean"] <= score <= best["gmean"]
+
+    odd = gemm_tune.MODEL_NK[0]
+    scale = {FEW_ROWS_TILE: 0.3, NARROW: 3.0}
+    for (_, n, k, _), ratios in table.items():
+        if (n, k) == odd:
+            for impl in ratios:
+                name = impl.removeprefix("tile ").rsplit(" split ", 1)[0]
+                ratios[impl] *= scale.get(name, 1.0)
+    best = gemm_tune.fit(table, SM)
+    score, _ = gemm_tune.held_out(table, SM, best["consts"])
+    assert score < 0.95 * best["gmean"]
+    assert gemm_tune.held_out({key: table[key] for key in list(table)[:1]}, SM, {}) is None
+
+
 def test_table_code_merges_buckets_and_ends_open():
     best = {
         "rows": {
