@@ -20,11 +20,10 @@ the models layer shapes (:data:`MODEL_NK`: attention output, the fused QKV
 of Llama-3-8B, the MLP up/gate and down of Llama-3-8B and Mistral-7B) for
 every batch ``M`` of :data:`MODEL_M`, plus the committed suite's GEMM shapes.
 Each forward cell times cuBLAS (``torch.mm``), ``kp.matmul`` as users get it
-(``ours``: the plan of ``gemm_rule.TMA_RULES``), and the Hopper kernel forced to
+(``ours``: the plan of ``matmul.TMA_RULES``), and the Hopper kernel forced to
 every tile of ``matmul.TMA_TILES`` at every split-K count from 1 to
-:data:`MAX_SPLIT` that the plan rule can take (:func:`split_counts`: runs
-that hold two 128-wide ``K`` steps, work items that fill the waves better
-than fewer runs do) (``tile <name> split <s>``). At
+:data:`MAX_SPLIT` whose work items fit two waves of the SMs and whose runs
+hold two 128-wide ``K`` steps (``tile <name> split <s>``). At
 :data:`W_T_NK` in bfloat16 it also times ``B = W.T`` (a linear layer's
 weight read in place: ``ours w.T`` against ``cublas w.T``). Forward and
 backward through autograd at :data:`FWDBWD_SHAPES` (ours against cuBLAS,
@@ -46,15 +45,14 @@ pass ``--cell-budget-s`` times only what it checked; cells left when
 ``--budget-s`` is spent are recorded as skipped, and the run saves what it has.
 
 The summary (printed last, and again by ``--summary``) is the mechanical
-choice: for every combination of ``WAVE_FILL`` and ``SPLIT_K_MIN_RUN`` in
-:data:`FIT_GRID`, the plan table whose rows (one per ``M`` bucket: a tile,
-or a wide and a narrow tile, and the most split-K runs, one of
-:data:`MAX_SPLITS`) give the best geometric mean of the measured ratio over
-the bucket's cells, both dtypes and every ``(N, K)``; the combination with
-the best mean over all cells wins, and the rows and constants to set in
-``gemm_rule.py`` are printed as code. Then ours against the targets, the
-float32 candidates with their errors, and forward and backward against the
-committed suite's ratio at the same shape.
+choice: for every combination of ``WAVE_FILL``, ``SPLIT_K_MAX`` and
+``SPLIT_K_MIN_RUN`` in :data:`FIT_GRID`, the plan table whose rows (one per
+``M`` bucket: a tile, or a wide and a narrow tile) give the best geometric
+mean of the measured ratio over the bucket's cells, both dtypes and every
+``(N, K)``; the combination with the best mean over all cells wins, and the
+rows and constants to set in ``matmul.py`` are printed as code. Then ours
+against the targets, the float32 candidates with their errors, and forward
+and backward against the committed suite's ratio at the same shape.
 """
 
 from __future__ import annotations
@@ -93,10 +91,8 @@ FWDBWD_SHAPES = (
     (8192, 8192, 512),
     (65536, 1024, 1024),
 )
-#: Most split-K runs timed.
+#: Most split-K runs timed (the fit's SPLIT_K_MAX values must not pass it).
 MAX_SPLIT = 8
-#: The ``max_split`` a plan table row may take in the fit (none past :data:`MAX_SPLIT`).
-MAX_SPLITS = (1, 2, 3, 4, 6, 8)
 #: Pointer configs timed for float32 beside ``matmul.POINTER_CONFIGS``: the
 #: ones that compile for sm_90a without spills at both precisions (the
 #: ahead-of-time compile of ``tests/test_matmul.py``'s kind).
@@ -109,6 +105,7 @@ CHECK_ROWS = 256
 #: The fit's constants: every combination is scored on the measured cells.
 FIT_GRID = {
     "WAVE_FILL": (0.8, 0.85, 0.9, 0.95, 1.01),
+    "SPLIT_K_MAX": (1, 2, 3, 4, 6, 8),
     "SPLIT_K_MIN_RUN": (512, 1024, 2048),
 }
 #: A bucket keeps the previous bucket's row when that row's mean is within
@@ -197,25 +194,16 @@ def tiles(grid: Grid) -> list:
 
 
 def split_counts(tile, m: int, n: int, k: int, sms: int, min_run: int) -> list[int]:
-    """The split-K counts timed for ``tile``: every count ``matmul._split_k`` can take.
-
-    1, and each count up to :data:`MAX_SPLIT` whose runs of ``K`` are
-    ``min_run`` or longer and whose work items fill the waves of ``sms``
-    strictly better than every smaller count's: ``_split_k`` takes the fewest
-    runs that fill ``WAVE_FILL`` of the waves, else the best filling, so for
-    any constants of :data:`FIT_GRID` it takes one of these.
-    """
+    """The split-K counts timed for ``tile``: 1, and each up to :data:`MAX_SPLIT` whose
+    work items fit two waves of ``sms`` and whose runs of ``K`` are ``min_run`` or longer."""
     from kernel_portfolio import plans
-    from kernel_portfolio.ops import matmul as mm
 
     out_tiles = plans.cdiv(m, tile.block_m) * plans.cdiv(n, tile.block_n)
     counts = [1]
     if tile.splits:
-        for s in range(2, MAX_SPLIT + 1):
-            if k // s >= min_run and all(
-                mm._fills_better(out_tiles * s, sms, out_tiles * c) for c in counts
-            ):
-                counts.append(s)
+        counts += [
+            s for s in range(2, MAX_SPLIT + 1) if out_tiles * s <= 2 * sms and k // s >= min_run
+        ]
     return counts
 
 
@@ -647,31 +635,29 @@ def forward_table(data: dict) -> dict:
 
 @contextlib.contextmanager
 def rule_constants(**values):
-    """``gemm_rule``'s plan table and constants set to ``values`` for the block, then restored."""
-    from kernel_portfolio import gemm_rule
+    """``matmul``'s plan-table constants set to ``values`` for the block, then restored."""
+    from kernel_portfolio.ops import matmul as mm
 
-    saved = {name: getattr(gemm_rule, name) for name in values}
+    saved = {name: getattr(mm, name) for name in values}
     for name, value in values.items():
-        setattr(gemm_rule, name, value)
+        setattr(mm, name, value)
     try:
         yield
     finally:
         for name, value in saved.items():
-            setattr(gemm_rule, name, value)
+            setattr(mm, name, value)
 
 
 def row_score(row: tuple, members: list, sms: int) -> float | None:
     """Geometric mean over ``members`` of the measured ratio of what ``row`` plans for each.
 
-    ``row`` is a one-row table's ``(tiles, max_split)``; a member is
-    ``(ratios, M, N, K)``. None when a planned candidate was not timed (or
-    failed) at some member.
+    ``row`` is a one-row table's tiles; a member is ``(ratios, M, N, K)``.
+    None when a planned candidate was not timed (or failed) at some member.
     """
-    from kernel_portfolio import gemm_rule
     from kernel_portfolio.ops import matmul as mm
 
     got = []
-    with rule_constants(TMA_RULES=(gemm_rule.TmaRule(None, *row),)):
+    with rule_constants(TMA_RULES=(mm.TmaRule(None, row),)):
         for ratios, m, n, k in members:
             plan = mm._tma_plan(m, n, k, sms)
             ratio = ratios.get(tile_impl(plan.tile, plan.split_k))
@@ -685,8 +671,7 @@ def fit(table: dict, sms: int) -> dict | None:
     """The plan table and constants with the best geometric-mean ratio over ``table``'s cells.
 
     For each combination of :data:`FIT_GRID`, each ``M`` bucket takes the row
-    (one tile, or one of its three best tiles then any other, each with every
-    ``max_split`` of :data:`MAX_SPLITS`) whose planned
+    (one tile, or one of its three best tiles then any other) whose planned
     candidates have the best geometric mean over the bucket's cells, or the
     previous bucket's row where that is within :data:`MERGE_WITHIN` of the
     best; a row with a cell whose planned candidate was not timed (or
@@ -709,25 +694,22 @@ def fit(table: dict, sms: int) -> dict | None:
         with rule_constants(**consts):
             for bucket, members in sorted(by_bucket.items()):
                 options = {}
-                for name, split in itertools.product(names, MAX_SPLITS):
-                    score = row_score(((name,), split), members, sms)
+                for name in names:
+                    score = row_score((name,), members, sms)
                     if score is not None:
-                        options[((name,), split)] = score
-                top = list(dict.fromkeys(
-                    r[0][0] for r in sorted(options, key=options.get, reverse=True)
-                ))[:3]  # fmt: skip
-                for first, second, split in itertools.product(top, names, MAX_SPLITS):
-                    row = ((first, second), split)
-                    score = row_score(row, members, sms) if second != first else None
+                        options[(name,)] = score
+                top = sorted(options, key=options.get, reverse=True)[:3]
+                for (first,), second in itertools.product(top, names):
+                    score = row_score((first, second), members, sms) if second != first else None
                     if score is not None:
-                        options[row] = score
+                        options[(first, second)] = score
                 if not options:
                     break
                 row = max(options, key=options.get)
                 previous = rows[max(rows)][0] if rows else None
                 if previous in options and options[previous] >= (1 - MERGE_WITHIN) * options[row]:
                     row = previous  # within the noise of the best: one row for both buckets
-                others = [v for r, v in options.items() if r[0][0] != row[0][0]]
+                others = [v for r, v in options.items() if r[0] != row[0]]
                 rows[bucket] = (row, options[row], max(others, default=None))
                 logs += [math.log(options[row])] * len(members)
         if len(rows) == len(by_bucket) and (best is None or sum(logs) > best["score"]):
@@ -747,9 +729,9 @@ def table_code(best: dict) -> list[str]:
             merged.append([bucket, row])
     merged[-1][0] = None
     lines = ["TMA_RULES = ("]
-    for bound, (tiles, split) in merged:
-        names = ", ".join(f'"{name}"' for name in tiles) + ("," if len(tiles) == 1 else "")
-        lines.append(f"    TmaRule({bound}, ({names}), {split}),")
+    for bound, row in merged:
+        names = ", ".join(f'"{name}"' for name in row) + ("," if len(row) == 1 else "")
+        lines.append(f"    TmaRule({bound}, ({names})),")
     lines.append(")")
     lines += [f"{name} = {value}" for name, value in best["consts"].items()]
     return lines
@@ -775,20 +757,17 @@ def summary(data: dict) -> list[str]:
     if best is None:
         lines.append("no cells, or no combination of FIT_GRID with a timed candidate at each")
     else:
-        lines.append(
-            f"{'bucket':>7} {'row (<=: most runs)':<48} {'gmean':>6} {'other':>6} {'ours now':>8}"
-        )
+        lines.append(f"{'bucket':>7} {'row':<44} {'gmean':>6} {'other':>6} {'ours now':>8}")
         for bucket, (row, score, runner_up) in sorted(best["rows"].items()):
             now = [v for v in current.get(bucket, []) if v is not None]
             lines.append(
-                f"{bucket:>7} {' | '.join(row[0]) + f' <={row[1]}':<48} {score:>6.3f} "
-                f"{_fmt(runner_up, '6.3f')} "
+                f"{bucket:>7} {' | '.join(row):<44} {score:>6.3f} {_fmt(runner_up, '6.3f')} "
                 f"{_fmt(_geomean(now), '8.3f')}"
             )
         now = [v for vals in current.values() for v in vals if v is not None]
         lines.append(
             f"fit: {best['gmean']:.3f} over {best['cells']} cells; ours as measured: "
-            f"{_fmt(_geomean(now), '.3f')} over {len(now)}. Set in gemm_rule.py:"
+            f"{_fmt(_geomean(now), '.3f')} over {len(now)}. Set in matmul.py:"
         )
         lines += ["    " + line for line in table_code(best)]
     lines.append("== ours / cuBLAS, forward (* under the target: 0.90 from M=64, 0.97 from 1024)")

@@ -5,8 +5,7 @@
 #   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh checks  # GPU tests and
 #                                                 # memcheck side by side (~5 min;
 #                                                 # KP_GPU_TEST_LIMIT_S: the tests' limit, default 300)
-#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh gemm    # GEMM tuning sweep (~4 min;
-#                                                 # KP_GEMM_BUDGET_S: its --budget-s, default 160)
+#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh gemm    # GEMM tuning sweep (~4 min)
 #   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh chunks  # chunk-rules runs 1
 #                                                 # and 2 (~6 min; fit them on the CPU after)
 #   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh suites  # the models suite,
@@ -74,7 +73,7 @@ checks)
     ;;
 gemm)
     timeout -s INT -k 5 "$(left 560)" python3 scripts/gemm_tune.py --out "$R/h200" --warm-jobs 14 \
-        --budget-s "${KP_GEMM_BUDGET_S:-160}" >"$R/gemm.out" 2>&1
+        >"$R/gemm.out" 2>&1
     say "GEMM sweep: exit $?"
     tail -n 40 "$R/gemm.out"
     ;;

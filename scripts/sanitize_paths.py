@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator  # noqa: E402
 import torch  # noqa: E402
 
 import kernel_portfolio as kp  # noqa: E402
-from kernel_portfolio import gemm_rule, plans  # noqa: E402
+from kernel_portfolio import plans  # noqa: E402
 from kernel_portfolio.bench.runner import EPS, check, make_inputs  # noqa: E402
 from kernel_portfolio.bench.suites import Case  # noqa: E402
 from kernel_portfolio.contracts import interpreter_enabled  # noqa: E402
@@ -187,7 +187,7 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
                 yield label, case, _gemm_fn(path, setting, a_col, b_col)
     # Split-K (the dB layout: A transposed) with the first row's tile of the
     # plan table: float32 partial tiles, then the last run's sum of them.
-    tile = None if small else mm._TILES_BY_NAME[gemm_rule.TMA_RULES[0].tiles[0]]
+    tile = None if small else mm._TILES_BY_NAME[mm.TMA_RULES[0].tiles[0]]
     case = Case("matmul", "fwd", (m, n, k), "bfloat16", "events", ("ours", "cublas"))
     yield "matmul tma split-k 2 tn bfloat16 fwd", case, _gemm_fn("tma", tile, True, False, 2)
 

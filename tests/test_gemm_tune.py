@@ -21,7 +21,6 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import gemm_tune  # noqa: E402
 
-from kernel_portfolio import gemm_rule  # noqa: E402
 from kernel_portfolio.contracts import interpreter_enabled  # noqa: E402
 from kernel_portfolio.ops import matmul as mm  # noqa: E402
 from kernel_portfolio.results import load  # noqa: E402
@@ -31,40 +30,29 @@ FEW_ROWS_TILE = "64x128x128 w4 s4"
 WIDE, NARROW = "128x256x64 w8 s3", "128x128x64 w8 s4"
 
 
-def test_split_counts_are_those_the_rule_can_take():
+def test_split_counts_fit_two_waves_and_long_runs():
     tile = mm._TILES_BY_NAME[FEW_ROWS_TILE]
-    # 32 output tiles: 1 to 4 runs fill one wave better each time (24% to 97%);
-    # 5 to 8 runs fill two waves no better than 4 runs fill one.
-    assert gemm_tune.split_counts(tile, 64, 4096, 4096, SM, 256) == [1, 2, 3, 4]
-    # 112 tiles fill 85% of every number of waves up to six: 784 items (seven
-    # runs) fill 99% of six.
-    assert gemm_tune.split_counts(tile, 64, 14336, 4096, SM, 256) == [1, 7]
+    # 32 output tiles: up to 8 runs fit two waves; runs of 4096 / 8 = 512 >= 256.
+    assert gemm_tune.split_counts(tile, 64, 4096, 4096, SM, 256) == list(range(1, 9))
+    # 112 tiles: two runs are 224 items, within two waves; three are not.
+    assert gemm_tune.split_counts(tile, 64, 14336, 4096, SM, 256) == [1, 2]
     assert gemm_tune.split_counts(tile, 64, 4096, 700, SM, 256) == [1, 2]  # runs of 350
     unsplit = next(t for t in mm.TMA_TILES if not t.splits)
     assert gemm_tune.split_counts(unsplit, 64, 4096, 4096, SM, 256) == [1]
-    # Whatever the constants, the rule's count is one of them.
-    for consts in ({"SPLIT_K_MIN_RUN": 256, "WAVE_FILL": w} for w in (0.8, 1.01)):
-        with gemm_tune.rule_constants(**consts):
-            for m, n, k in ((64, 4096, 4096), (384, 4096, 4096), (200, 14336, 4096)):
-                tiles = math.ceil(m / tile.block_m) * math.ceil(n / tile.block_n)
-                runs = mm._split_k(tile, tiles, k, SM, gemm_tune.MAX_SPLIT)
-                assert runs in gemm_tune.split_counts(tile, m, n, k, SM, 256), (m, n, k, consts)
 
 
 def _planted(tile, split: int, m: int, n: int) -> float:
     """A synthetic ratio: a tile's rate for its rows times the share of SM time its waves fill.
 
     The few-rows tile runs best up to 128 rows; past that the wide tile, then
-    the narrow one, the rest far behind. Splitting ``K`` costs nothing up to
-    128 rows (the product reads ``B`` once either way) and a tenth of the
-    rate a run past them.
+    the narrow one, the rest far behind. Splitting costs nothing here, so the
+    best split fills the SMs best.
     """
     few = m <= 128
     rate = {FEW_ROWS_TILE: 0.9 if few else 0.4, WIDE: 0.5 if few else 0.95}
     rate[NARROW] = 0.5 if few else 0.9
     items = math.ceil(m / tile.block_m) * math.ceil(n / tile.block_n) * split
-    cost = 1.0 if few else 0.9 ** (split - 1)
-    return rate.get(tile.name, 0.3) * cost * items / (math.ceil(items / SM) * SM)
+    return rate.get(tile.name, 0.3) * items / (math.ceil(items / SM) * SM)
 
 
 def _planted_table() -> dict:
@@ -82,41 +70,36 @@ def _planted_table() -> dict:
 def test_fit_recovers_a_planted_table():
     best = gemm_tune.fit(_planted_table(), SM)
     rows = {bucket: row for bucket, (row, _, _) in best["rows"].items()}
-    # Up to 128 rows the few-rows tile, split as far as it fills the SMs better
-    # (32 tiles: four runs fill a wave).
-    assert all(rows[b][0] == (FEW_ROWS_TILE,) and rows[b][1] >= 4 for b in (16, 64, 128))
+    assert rows[16] == rows[64] == rows[128] == (FEW_ROWS_TILE,)
     # Past 128 rows the wide tile leads; at 1024 rows (1024 x 6144: two waves
-    # of 128x256 tiles 73% full) the narrow one must follow it, unsplit (a
-    # run costs more there than the narrow tile's rate).
-    assert all(row[0][0] == WIDE for bucket, row in rows.items() if bucket > 128)
-    assert rows[1024] == ((WIDE, NARROW), 1)
+    # of 128x256 tiles 73% full) the narrow one must follow it.
+    assert all(row[0] == WIDE for bucket, row in rows.items() if bucket > 128)
+    assert rows[1024] == (WIDE, NARROW)
+    # Splits fill the SMs at no cost: as many as one wave holds (32 tiles: 4).
+    assert best["consts"]["SPLIT_K_MAX"] == 4
     margin = {bucket: (score, other) for bucket, (_, score, other) in best["rows"].items()}
     assert all(other is None or other <= score for score, other in margin.values())
 
 
 def test_table_code_merges_buckets_and_ends_open():
     best = {
-        "rows": {
-            16: ((("a",), 4), 1, None),
-            64: ((("a",), 4), 1, None),
-            256: ((("b", "c"), 1), 1, None),
-        },
+        "rows": {16: (("a",), 1, None), 64: (("a",), 1, None), 256: (("b", "c"), 1, None)},
         "consts": {"WAVE_FILL": 0.9},
     }
     assert gemm_tune.table_code(best) == [
         "TMA_RULES = (",
-        '    TmaRule(64, ("a",), 4),',
-        '    TmaRule(None, ("b", "c"), 1),',
+        '    TmaRule(64, ("a",)),',
+        '    TmaRule(None, ("b", "c")),',
         ")",
         "WAVE_FILL = 0.9",
     ]
 
 
 def test_rule_constants_are_restored():
-    saved = (gemm_rule.WAVE_FILL, gemm_rule.TMA_RULES)
+    saved = (mm.WAVE_FILL, mm.TMA_RULES)
     with gemm_tune.rule_constants(WAVE_FILL=0.5, TMA_RULES=()):
-        assert gemm_rule.WAVE_FILL == 0.5 and gemm_rule.TMA_RULES == ()
-    assert saved == (gemm_rule.WAVE_FILL, gemm_rule.TMA_RULES)
+        assert mm.WAVE_FILL == 0.5 and mm.TMA_RULES == ()
+    assert saved == (mm.WAVE_FILL, mm.TMA_RULES)
 
 
 @pytest.mark.interpreter

@@ -20,7 +20,7 @@ from test_matmul import _assert_exact, _integer_operands, _operands, _tol
 from torch.library import opcheck
 
 import kernel_portfolio as kp
-from kernel_portfolio import gemm_rule, reference
+from kernel_portfolio import reference
 from kernel_portfolio.contracts import stream_buffer
 from kernel_portfolio.ops import matmul as mm
 
@@ -224,7 +224,7 @@ def test_split_k_sum_does_not_depend_on_which_run_finishes_last():
 @pytest.mark.parametrize("splits", range(1, 9))
 def test_every_split_count_of_the_few_rows_tile(splits):
     m, n, k = 64, 4096, 4096
-    tile = mm._TILES_BY_NAME[gemm_rule.TMA_RULES[0].tiles[0]]
+    tile = mm._TILES_BY_NAME[mm.TMA_RULES[0].tiles[0]]
     a, b = _operands(m, n, k, torch.float16, "cuda", b_t=True)
     out = poison(torch.empty(m, n, dtype=torch.float16, device="cuda"))
     mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=mm.TmaPlan(tile, splits))

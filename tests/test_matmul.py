@@ -30,7 +30,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.library import opcheck
 
 import kernel_portfolio as kp
-from kernel_portfolio import gemm_rule, reference
+from kernel_portfolio import reference
 from kernel_portfolio.contracts import stream_buffer
 from kernel_portfolio.ops import matmul as mm
 
@@ -190,8 +190,8 @@ def _items(plan: mm.TmaPlan, m: int, n: int) -> int:
 def test_plan_table_rows_name_tiles_in_order():
     names = {tile.name for tile in mm.TMA_TILES}
     assert len(names) == len(mm.TMA_TILES)
-    assert all(name in names for rule in gemm_rule.TMA_RULES for name in rule.tiles)
-    bounds = [rule.max_m for rule in gemm_rule.TMA_RULES]
+    assert all(name in names for rule in mm.TMA_RULES for name in rule.tiles)
+    bounds = [rule.max_m for rule in mm.TMA_RULES]
     assert bounds[-1] is None and bounds[:-1] == sorted(bounds[:-1])
     assert mm.TmaTile(128, 256, 64, 8, 4, epilogue_split=2).name == "128x256x64 w8 s4 e2"
     assert mm.TmaTile(128, 256, 64, 4, 3, warp_specialize=True).name == "128x256x64 w4 s3 ws"
@@ -200,7 +200,7 @@ def test_plan_table_rows_name_tiles_in_order():
 @pytest.mark.parametrize(("m", "row"), [(1, 0), (64, 0), (65, 0), (128, 0), (129, 1), (256, 1)])
 def test_plan_table_row_by_bucket(m, row):
     """The row is the first whose bound holds M rounded up to a power of two."""
-    rule = gemm_rule.TMA_RULES[row]
+    rule = mm.TMA_RULES[row]
     assert mm._tma_plan(m, 4096, 4096, 132).tile.name in rule.tiles
 
 
@@ -209,37 +209,28 @@ def test_plan_table_row_by_bucket(m, row):
 def test_plans_at_the_model_shapes(m, n, k):
     """Every plan at the sweep's shapes, and the backward's products, keeps its promises.
 
-    Split-K only where fewer runs leave the waves less than ``WAVE_FILL``
-    busy and fill them no better, at most the row's ``max_split`` runs of at least
-    ``SPLIT_K_MIN_RUN``; the tile from the row of M's bucket; the tile taken
-    before a later one of its row only when its waves fill ``WAVE_FILL`` of
-    the SMs or fill them better.
+    Split-K only below half a wave of output tiles, never past one wave of
+    work items, runs of at least ``SPLIT_K_MIN_RUN``; the tile from the row of
+    M's bucket; the tile taken before a later one of its row only when its
+    waves fill ``WAVE_FILL`` of the SMs or fill them better.
     """
     for shape in ((m, n, k), (m, k, n), (k, n, m)):  # forward, dA, dB
         plan = mm._tma_plan(*shape, 132)
         tiles = _items(mm.TmaPlan(plan.tile), shape[0], shape[1])
-        rule = next(
-            r for r in gemm_rule.TMA_RULES if r.max_m is None or mm._bucket(shape[0]) <= r.max_m
-        )
+        rule = next(r for r in mm.TMA_RULES if r.max_m is None or mm._bucket(shape[0]) <= r.max_m)
         assert plan.tile.name in rule.tiles, (shape, plan)
-        chosen = _fill(tiles * plan.split_k)
-        for fewer in range(1, plan.split_k):
-            assert _fill(tiles * fewer) < min(chosen, gemm_rule.WAVE_FILL), (shape, plan, fewer)
         if plan.split_k > 1:
-            assert shape[2] // plan.split_k >= gemm_rule.SPLIT_K_MIN_RUN, (shape, plan)
-            assert plan.split_k <= rule.max_split and plan.tile.splits, (shape, plan)
+            assert 2 * tiles <= 132 and tiles * plan.split_k <= 132, (shape, plan)
+            assert shape[2] // plan.split_k >= mm.SPLIT_K_MIN_RUN, (shape, plan)
+            assert plan.split_k <= mm.SPLIT_K_MAX and plan.tile.splits, (shape, plan)
         for earlier in rule.tiles[: rule.tiles.index(plan.tile.name)]:
             other = mm._TILES_BY_NAME[earlier]
             other_tiles = _items(mm.TmaPlan(other), shape[0], shape[1])
-            runs = mm._split_k(other, other_tiles, shape[2], 132, rule.max_split)
-            fill = _fill(other_tiles * runs)
-            assert fill < gemm_rule.WAVE_FILL, (shape, plan, earlier)
-            assert fill < chosen, (shape, plan, earlier)
-
-
-def _fill(items: int, sms: int = 132) -> float:
-    """The share of the SMs' time ``items`` work items keep busy, in whole waves."""
-    return items / (math.ceil(items / sms) * sms)
+            items = other_tiles * mm._split_k(other, other_tiles, shape[2], 132)
+            fill = items / (math.ceil(items / 132) * 132)
+            chosen = _items(plan, shape[0], shape[1])
+            assert fill < mm.WAVE_FILL, (shape, plan, earlier)
+            assert fill < chosen / (math.ceil(chosen / 132) * 132), (shape, plan, earlier)
 
 
 @pytest.mark.parametrize(
@@ -247,10 +238,10 @@ def _fill(items: int, sms: int = 132) -> float:
     [
         ((64, 4096, 4096), "64x128x128 w4 s4", 4),  # 32 tiles: four runs fill 128 SMs
         ((128, 4096, 4096), "64x128x128 w4 s4", 2),  # 64 tiles: two runs
-        ((64, 14336, 4096), "64x128x128 w4 s4", 1),  # 112 tiles: 85% of a wave, none fills better
+        ((64, 14336, 4096), "64x128x128 w4 s4", 1),  # 112 tiles: more than half a wave
         ((64, 4096, 1024), "64x128x128 w4 s4", 1),  # runs would be shorter than 1024
-        ((384, 4096, 4096), "128x128x64 w8 s4", 4),  # 96 tiles 73% busy; 384 items 97%
-        ((1024, 6144, 4096), "128x256x64 w8 s3", 2),  # 128x256: two runs fill three waves
+        ((1024, 6144, 4096), "128x128x64 w8 s4", 1),  # 128x256: two waves 73% full
+        ((1024, 14336, 4096), "128x128x64 w8 s4", 1),  # 128x256: four waves 85% full
         ((1024, 4096, 4096), "128x256x64 w8 s3", 1),  # 128x256: one wave 97% full
         ((1024, 1024, 65536), "128x256x64 w8 s3", 4),  # dB of a large batch: 32 tiles
         ((4096, 4096, 64), "128x256x64 w8 s3", 1),  # dB of a batch of 64: K too short
@@ -260,34 +251,16 @@ def test_plan_choices(shape, tile, splits):
     assert mm._tma_plan(*shape, 132) == mm.TmaPlan(mm._TILES_BY_NAME[tile], splits)
 
 
-@pytest.mark.parametrize(
-    ("tiles", "k", "runs"),
-    [
-        (32, 4096, 4),  # 128 items fill 97% of a wave
-        (44, 4096, 3),  # 132 items: a full wave
-        (66, 4096, 2),
-        (120, 4096, 1),  # 91% of a wave already
-        (96, 4096, 4),  # 73% busy in one wave, two or three; 384 items 97%
-        (8, 2048, 2),  # runs of at least SPLIT_K_MIN_RUN
-        (8, 1000, 1),
-        (20, 65536, 4),  # the most runs fill best (61%), though under WAVE_FILL
-        (264, 4096, 1),  # two whole waves
-    ],
-)
-def test_split_k_rule(tiles, k, runs):
-    """The fewest runs that fill ``WAVE_FILL`` of the waves, else those that fill them best."""
-    consts = {"WAVE_FILL": 0.9, "SPLIT_K_MIN_RUN": 1024}
+def test_split_k_rule():
     tile = mm._TILES_BY_NAME["64x128x128 w4 s4"]
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in consts.items():
-            patch.setattr(gemm_rule, name, value)
-        assert mm._split_k(tile, tiles, k, 132, 4) == runs
-        assert mm._split_k(tile, tiles, k, 132, 1) == 1
-
-
-def test_unsplit_tiles_never_split():
+    assert mm._split_k(tile, 32, 4096, 132) == 4  # 132 // 32, at most SPLIT_K_MAX
+    assert mm._split_k(tile, 44, 4096, 132) == 3  # three runs of 44 tiles fit a wave
+    assert mm._split_k(tile, 66, 4096, 132) == 2
+    assert mm._split_k(tile, 67, 4096, 132) == 1  # more than half a wave
+    assert mm._split_k(tile, 8, 2048, 132) == 2  # runs of at least SPLIT_K_MIN_RUN
+    assert mm._split_k(tile, 8, 1000, 132) == 1
     for unsplit in (t for t in mm.TMA_TILES if not t.splits):
-        assert unsplit.warp_specialize and mm._split_k(unsplit, 8, 65536, 132, 8) == 1
+        assert unsplit.warp_specialize and mm._split_k(unsplit, 8, 65536, 132) == 1
 
 
 def test_plan_under_symbolic_sizes():
@@ -634,7 +607,6 @@ _AOT_SCRIPT = textwrap.dedent(
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from kernel_portfolio.arch import count_instructions, ptxas_for
-    from kernel_portfolio import gemm_rule
     from kernel_portfolio.ops import matmul as mm
 
     TMA_INTS = ["M", "N", "K", "stride_a", "stride_b", "stride_c", "split_k"]
@@ -701,10 +673,10 @@ _AOT_SCRIPT = textwrap.dedent(
         compile_tma({"job": "tma"}, tile, "fp16", False, False, False)
     for tile in mm.TMA_TILES:
         compile_tma({"job": "tma-split-k"}, tile, "bf16", True, False, True)
-    rule_tiles = dict.fromkeys(name for rule in gemm_rule.TMA_RULES for name in rule.tiles)
+    rule_tiles = dict.fromkeys(name for rule in mm.TMA_RULES for name in rule.tiles)
     for name in rule_tiles:
         compile_tma({"job": "tma-w-t"}, mm._TILES_BY_NAME[name], "bf16", False, True, False)
-    first = mm._TILES_BY_NAME[gemm_rule.TMA_RULES[0].tiles[0]]
+    first = mm._TILES_BY_NAME[mm.TMA_RULES[0].tiles[0]]
     compile_tma({"job": "tma-w-t"}, first, "bf16", False, True, True)
     compile_tma({"job": "tma-transposed"}, mm.TMA_TILES[0], "bf16", True, True, False)
     for i, config in enumerate(mm.POINTER_CONFIGS):
@@ -760,9 +732,7 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
     assert [_fits(r) for r in results["tma-split-k"] if not r["splits"]] == [False, True]
     for r in results["tma"] + splits + results["tma-w-t"] + results["tma-transposed"]:
         assert _fits(r) and r["cubin"] > 0, r
-        # wgmma takes 64 rows a warpgroup: a narrower tile multiplies with mma.sync.
-        mma = "wgmma" if int(r["tile"].split("x")[0]) >= 64 else "mma.sync"
-        assert r["counts"][mma] > 0 and r["counts"]["cp.async.bulk.tensor"] > 0, r
+        assert r["counts"]["wgmma"] > 0 and r["counts"]["cp.async.bulk.tensor"] > 0, r
         assert r["spills"] == 0, r  # accumulators, and split-K's partial tiles, in registers
         # Warp specialisation adds a producer group: 4 + 2 x 4 warps.
         assert r["num_warps"] == (12 if r["ws"] else r["config_warps"]), r

@@ -48,8 +48,6 @@ HARNESS_SOURCES = (
 PLANS_SOURCE = "src/kernel_portfolio/plans.py"
 #: ... and on the constants of their ``auto`` rule.
 PLAN_RULE_SOURCE = "src/kernel_portfolio/plan_rule.py"
-#: GEMM depends on the table and constants of its Hopper plan.
-GEMM_RULE_SOURCE = "src/kernel_portfolio/gemm_rule.py"
 #: Glob (repo-relative) of the operator files; all of them are hashed into every result.
 OPS_GLOB = "src/kernel_portfolio/ops/*.py"
 
@@ -67,7 +65,6 @@ class OpSpec:
         flops_fwd: Floating-point operations of the forward pass (GEMM only).
         flops_fwdbwd: Same for forward plus backward.
         row_op: Whether the operator walks rows (then it also depends on plans.py and plan_rule.py).
-        rule_sources: Other files of constants that decide what the operator launches.
         traffic: One sentence that derives the byte formulas.
     """
 
@@ -79,13 +76,12 @@ class OpSpec:
     flops_fwd: str | None = None
     flops_fwdbwd: str | None = None
     row_op: bool = True
-    rule_sources: tuple[str, ...] = ()
     traffic: str = ""
 
     def depends_on(self) -> tuple[str, ...]:
         """Repo-relative files whose change makes this operator's numbers stale."""
         extra = (PLANS_SOURCE, PLAN_RULE_SOURCE) if self.row_op else ()
-        return (self.source, *extra, *self.rule_sources, *HARNESS_SOURCES)
+        return (self.source, *extra, *HARNESS_SOURCES)
 
 
 _OPS_DIR = "src/kernel_portfolio/ops"
@@ -148,7 +144,6 @@ OPS: dict[str, OpSpec] = {
             "2*M*N*K",
             "6*M*N*K",
             row_op=False,
-            rule_sources=(GEMM_RULE_SOURCE,),
             traffic=(
                 "fwd reads A, B and writes C; bwd reads dC, A, B and writes dA = dC B^T "
                 "and dB = A^T dC"

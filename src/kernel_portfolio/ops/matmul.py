@@ -3,7 +3,7 @@
 Math: ``C[m, n] = sum_k A[m, k] * B[k, n]`` for ``A`` of shape ``(M, K)`` and
 ``B`` of shape ``(K, N)``, accumulated in float32 and rounded once to the
 input dtype. float32 inputs are multiplied in full float32 (``tl.dot`` with
-the input precision ``gemm_rule.FP32_PRECISION``) unless the caller passes
+the input precision :data:`FP32_PRECISION`) unless the caller passes
 ``allow_tf32=True``.
 
 Work: ``2 * M * N * K`` floating-point operations. Memory traffic, at the
@@ -41,14 +41,13 @@ Two kernels, chosen by the launcher:
 
 Both accumulate in float32 and compute offsets in int64 where they can pass
 2^31. float32 operands take the pointer kernel with ``tl.dot``'s input
-precision ``gemm_rule.FP32_PRECISION``.
+precision :data:`FP32_PRECISION`.
 
 Plans and tuning. The Hopper kernel's tile and split-K count come from a
-measured table, :mod:`kernel_portfolio.gemm_rule` (its ``TMA_RULES`` and
-constants, read by :func:`_tma_plan`): ``M`` rounded up to a power of two
-(:func:`_bucket`) picks a row of tiles, and the counts of output tiles
-against the SMs pick a tile of the row and the split of ``K``
-(:func:`_split_k`: the fewest runs that fill the waves of the SMs);
+measured table (:data:`TMA_RULES`, :func:`_tma_plan`): ``M`` rounded up to a
+power of two (:func:`_bucket`) picks a row of tiles, and the counts of output
+tiles against the SMs pick a tile of the row and the split of ``K``
+(:data:`WAVE_FILL`, :data:`SPLIT_K_MAX`, :data:`SPLIT_K_MIN_RUN`);
 ``scripts/gemm_tune.py`` times every tile of :data:`TMA_TILES` at every split
 against cuBLAS and summarises which wins per bucket. The pointer kernel is
 autotuned over :data:`POINTER_CONFIGS`, keyed by ``N``, the layout and dtype,
@@ -109,7 +108,7 @@ import triton
 import triton.language as tl
 from torch.library import triton_op
 
-from kernel_portfolio import gemm_rule, plans
+from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
     check_same,
     check_tensor,
@@ -491,20 +490,30 @@ class TmaPlan:
     split_k: int = 1
 
 
+@dataclasses.dataclass(frozen=True)
+class TmaRule:
+    """A row of :data:`TMA_RULES`: the tiles for an ``M`` bucket, in order of preference.
+
+    Attributes:
+        max_m: The largest ``M`` bucket (:func:`_bucket`) of the row; ``None``
+            for the last row, every larger bucket.
+        tiles: Names of :data:`TMA_TILES` entries (:attr:`TmaTile.name`).
+    """
+
+    max_m: int | None
+    tiles: tuple[str, ...]
+
+
 #: Every tile the Hopper path may take: what ``scripts/gemm_tune.py`` times,
 #: each with every split-K count that fits the SMs, against cuBLAS at the
-#: models layer shapes; ``gemm_rule.TMA_RULES`` takes its tiles from it.
-#: 128- and 256-row tiles are for products that fill the SMs with output tiles;
+#: models layer shapes; :data:`TMA_RULES` takes its tiles from it. 128- and
+#: 256-row tiles are for products that fill the SMs with output tiles;
 #: 64-row tiles (one warpgroup) for few rows, where the product is bound by
 #: reading ``B`` and the tile count matters more than the tile's rate (a
 #: 64x128x64 tile ran the cubes at 0.60-0.65x of cuBLAS in
-#: ``results/h200/checks/gemm-tune-20261201T0416Z.log``); narrow ones (32 and
-#: 64 columns, 256 of ``K`` a step) give a few-row product enough output tiles
-#: to fill the SMs without splitting ``K``; a 32-row tile (``mma.sync``, under
-#: wgmma's 64 rows) fetches half a 64-row tile's rows of ``A`` for 32 rows or
-#: fewer. A warp-specialised 128x128x64 tile with five stages was dropped:
-#: in one H200 run (Triton 3.6, raw output not kept) it left the output
-#: unwritten for every layout.
+#: ``results/h200/checks/gemm-tune-20261201T0416Z.log``). A warp-specialised
+#: 128x128x64 tile with five stages was dropped: in one H200 run (Triton
+#: 3.6, raw output not kept) it left the output unwritten for every layout.
 TMA_TILES = (
     TmaTile(128, 256, 64, 8, 3),
     TmaTile(128, 256, 64, 8, 4, epilogue_split=2),
@@ -519,11 +528,50 @@ TMA_TILES = (
     TmaTile(64, 128, 128, 4, 4),
     TmaTile(64, 128, 64, 4, 8),
     TmaTile(64, 64, 128, 4, 6),
-    TmaTile(64, 64, 256, 4, 3),
-    TmaTile(64, 32, 256, 4, 4),
-    TmaTile(32, 128, 128, 4, 5),
 )
 _TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
+
+#: The Hopper path's plan table: the first row whose ``max_m`` holds the
+#: product's ``M`` bucket gives the tiles :func:`_tma_plan` chooses between.
+#: Rows, tiles and the three constants below come from ``scripts/gemm_tune.py``
+#: (``results/h200/gemm_tune.json``, its "chosen per bucket" summary: per
+#: bucket the row whose planned candidates have the best geometric-mean speed
+#: against cuBLAS over the bucket's cells, both dtypes and every (N, K) of the
+#: models layer shapes, under the best-scoring constants). Until that run the
+#: rows are reasoned from the plan arithmetic: up to 128 rows the product
+#: reads ``B`` once and computes little, and a 64-row tile gives twice the
+#: 128-row tile's count (split-K the rest); at 256 rows a 128x128 tile keeps
+#: two warpgroups busy; past that the widest tile that fills the SMs
+#: (:data:`WAVE_FILL`), else the narrower one.
+TMA_RULES = (
+    TmaRule(128, ("64x128x128 w4 s4",)),
+    TmaRule(256, ("128x128x64 w8 s4",)),
+    TmaRule(None, ("128x256x64 w8 s3", "128x128x64 w8 s4")),
+)
+
+#: Least share of the SMs' time a tile's waves must keep busy (its output
+#: tiles times its split-K runs, over whole waves of one item an SM) for
+#: :func:`_tma_plan` to take it before the next tile of its row. A 1024x6144
+#: output is 192 tiles of 128x256 for 132 SMs, two waves 73% busy, and 384
+#: tiles of 128x128, three waves 97% busy. From ``scripts/gemm_tune.py``
+#: (``results/h200/gemm_tune.json``: the summary's fitted constants, every
+#: combination of its ``FIT_GRID`` scored on the measured cells).
+WAVE_FILL = 0.9
+
+#: Split-K (:func:`_split_k`): the most runs of ``K``, and the shortest run
+#: worth splitting off. From ``scripts/gemm_tune.py``
+#: (``results/h200/gemm_tune.json``: the summary's fitted constants; the sweep
+#: times every tile at every count up to two waves of work items).
+SPLIT_K_MAX = 4
+SPLIT_K_MIN_RUN = 1024
+
+#: ``tl.dot``'s input precision for float32 operands without ``allow_tf32``
+#: (the pointer path): ``"ieee"`` multiplies in full float32 on the FMA
+#: units. ``scripts/gemm_tune.py`` times it against ``"tf32x3"`` (each
+#: operand split into a TF32 value and a TF32 remainder, three tensor-core
+#: products, float32 accumulation) at 4096^3 with each one's error against
+#: float64 (``results/h200/gemm_tune.json``).
+FP32_PRECISION = "ieee"
 
 #: Streaming multiprocessors assumed under the interpreter: an odd count, so
 #: the persistent tile loop's stride is exercised on the CPU too.
@@ -553,74 +601,47 @@ def _compute_major(index: int) -> int:
     return torch.cuda.get_device_capability(index)[0]
 
 
-def _fills(items, num_sms: int, fill: float) -> bool:
-    """Whether ``items`` work items keep at least ``fill`` of the SMs' time busy.
+def _split_k(tile: TmaTile, tiles, K, num_sms: int) -> int:
+    """Runs of ``K`` for ``tiles`` output tiles of ``tile``: as many as one wave holds.
 
-    The items run in whole waves of one an SM: ``cdiv(items, num_sms)`` waves
-    of ``num_sms`` slots. Integer arithmetic, so that symbolic sizes under
-    ``torch.compile`` become guards on ranges.
+    A product with fewer output tiles than half the SMs leaves SMs idle for
+    its whole ``K`` loop: a 64 x 4096 output is 32 tiles of 64x128 for 132
+    SMs, and the ``dB`` of a linear layer with a large batch (``1024 x 1024``
+    from ``K = 65536``: 64 tiles of 128x128) ran at 0.65-0.67x of cuBLAS
+    (``results/h200/checks/gemm-tune-20261201T0416Z.log``). Such a product is
+    split into ``num_sms // tiles`` runs, at most :data:`SPLIT_K_MAX`, each at
+    least :data:`SPLIT_K_MIN_RUN` of ``K`` long. The runs never pass one wave,
+    so the float32 partial tiles (``runs * tiles`` of them, written once and
+    read once, mostly in the L2) number at most ``num_sms``. A tile that may
+    not split (:attr:`TmaTile.splits`) never does.
     """
-    return 100 * items >= round(100 * fill) * plans.cdiv(items, num_sms) * num_sms
-
-
-def _fills_better(items, num_sms: int, than) -> bool:
-    """Whether ``items`` work items fill their waves strictly better than ``than`` items."""
-    busy, than_busy = (plans.cdiv(n, num_sms) * num_sms for n in (items, than))
-    return items * than_busy > than * busy
-
-
-def _split_k(tile: TmaTile, tiles, K, num_sms: int, max_split: int) -> int:
-    """Runs of ``K`` for ``tiles`` output tiles of ``tile``: the fewest that fill the waves.
-
-    Output tiles run in waves of one an SM, and a last wave only partly full
-    leaves SMs idle for a whole tile's ``K`` loop: a 64 x 4096 output is 32
-    tiles of 64x128 for 132 SMs (one wave, 24% busy), a 384 x 4096 output 96
-    tiles of 128x128 (73%), and the ``dB`` of a linear layer with a large
-    batch (``1024 x 1024`` from ``K = 65536``: 64 tiles of 128x128) ran at
-    0.65-0.67x of cuBLAS (``results/h200/checks/gemm-tune-20261201T0416Z.log``).
-    Splitting ``K`` into runs multiplies the work items: this takes the fewest
-    runs (up to ``max_split``, the plan table row's, each at least
-    ``gemm_rule.SPLIT_K_MIN_RUN`` of ``K`` long) whose items keep
-    ``gemm_rule.WAVE_FILL`` of the SMs' time busy, else the count that fills
-    the waves best (the fewest on a tie). Each run past the first costs a
-    float32 partial tile, written once and read once, mostly within the L2. A
-    tile that may not split (:attr:`TmaTile.splits`) never does.
-    """
-    if not tile.splits:
+    if not tile.splits or 2 * tiles > num_sms:
         return 1
-    best = 1
-    for runs in range(1, max_split + 1):
-        if runs > 1 and runs * gemm_rule.SPLIT_K_MIN_RUN > K:
-            break
-        if _fills(tiles * runs, num_sms, gemm_rule.WAVE_FILL):
-            return runs
-        if _fills_better(tiles * runs, num_sms, tiles * best):
-            best = runs
-    return best
+    return max(1, min(SPLIT_K_MAX, num_sms // tiles, K // SPLIT_K_MIN_RUN))
 
 
 def _tma_plan(M, N, K, num_sms: int) -> TmaPlan:
     """The Hopper path's tile and split-K count for an ``M x N x K`` product.
 
-    The row of ``gemm_rule.TMA_RULES`` for ``M``'s bucket names the tiles;
-    each gets its split-K count (:func:`_split_k`, at most the row's
-    ``max_split``), and the first whose work items keep at least
-    ``gemm_rule.WAVE_FILL`` of the SMs' time busy is taken, else the one that
-    keeps the most (the first on a tie). Integer arithmetic only, so that
+    The row of :data:`TMA_RULES` for ``M``'s bucket names the tiles; each gets
+    its split-K count (:func:`_split_k`), and the first whose work items keep
+    at least :data:`WAVE_FILL` of the SMs' time busy is taken, else the one
+    that keeps the most (the first on a tie). Integer arithmetic only, so that
     symbolic sizes under ``torch.compile`` become guards on ranges.
     """
     bucket = _bucket(M)
-    rule = next(r for r in gemm_rule.TMA_RULES if r.max_m is None or bucket <= r.max_m)
+    rule = next(r for r in TMA_RULES if r.max_m is None or bucket <= r.max_m)
     best = None
     for name in rule.tiles:
         tile = _TILES_BY_NAME[name]
         tiles = plans.cdiv(M, tile.block_m) * plans.cdiv(N, tile.block_n)
-        split = _split_k(tile, tiles, K, num_sms, rule.max_split)
+        split = _split_k(tile, tiles, K, num_sms)
         items = tiles * split
-        if _fills(items, num_sms, gemm_rule.WAVE_FILL):
+        busy = plans.cdiv(items, num_sms) * num_sms  # SM slots of the waves
+        if 100 * items >= round(100 * WAVE_FILL) * busy:
             return TmaPlan(tile, split)
-        if best is None or _fills_better(items, num_sms, best[1]):
-            best = (TmaPlan(tile, split), items)
+        if best is None or items * best[2] > best[1] * busy:
+            best = (TmaPlan(tile, split), items, busy)
     return best[0]
 
 
@@ -784,7 +805,7 @@ def _launch_matmul(
             script, tests); under the interpreter :data:`INTERPRETER_TILE`,
             unsplit.
         precision: The pointer path's ``tl.dot`` input precision for float32
-            operands instead of ``"tf32"`` or ``gemm_rule.FP32_PRECISION`` (tuning
+            operands instead of ``"tf32"`` or :data:`FP32_PRECISION` (tuning
             script).
 
     Raises:
@@ -815,7 +836,7 @@ def _launch_matmul(
         if precision is None:
             precision = "ieee"
             if a.dtype == torch.float32:
-                precision = "tf32" if allow_tf32 else gemm_rule.FP32_PRECISION
+                precision = "tf32" if allow_tf32 else FP32_PRECISION
         kernel = _matmul_tuned if config is None else _matmul_kernel
         extra = {} if config is None else _fixed_config_kwargs(config)
         grid = lambda meta: (plans.cdiv(M, meta["BLOCK_M"]) * plans.cdiv(N, meta["BLOCK_N"]),)

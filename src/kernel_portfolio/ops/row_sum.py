@@ -32,14 +32,7 @@ Memory traffic for ``M`` rows of ``N`` elements of ``b`` bytes, writing
   about two programs an SM (:func:`kernel_portfolio.plans.split_count`), one
   chunk a step left each SM a chunk or two in flight and paid a memory
   latency a chunk. A looped program keeps one chunk a step: its chunks are
-  twice as wide and its rows many.
-
-Both chunked plans load a chunk as vectors of ``VEC`` columns (16 bytes) and
-sum each vector in its thread before adding it to the float32 accumulator,
-which so holds a vector's sum instead of ``VEC`` columns: on sm_90 a looped
-program of 16384 half-precision columns over 16 warps takes 32 registers
-instead of 64, four programs an SM instead of two, twice the bytes in flight
-(``tests/test_spills.py`` compiles every real launch and counts its spills).
+  twice as wide and its rows many, and two of them would spill.
 
 The public function reaches the launcher by one of three routes, as in
 :mod:`kernel_portfolio.ops.softmax` (:func:`kernel_portfolio.contracts.eager_route`):
@@ -117,36 +110,25 @@ def _chunked_sum(
     n_chunks,
     n_cols,
     BLOCK: tl.constexpr,
-    VEC: tl.constexpr,
     EVICT: tl.constexpr,
     STEP: tl.constexpr,
 ):
     """Float32 sum of ``n_chunks`` ``BLOCK``-wide chunks of a row from ``col0``.
 
     ``STEP`` chunks a step: their loads do not wait on one another's adds, so
-    a program has ``STEP`` chunks in flight (see the module docstring). A
-    chunk is loaded as ``BLOCK // VEC`` vectors of ``VEC`` columns, each held
-    by one thread and summed there before it is added in: the float32
-    accumulator holds a vector's sum, not ``VEC`` columns .
+    a program has ``STEP`` chunks in flight (see the module docstring).
     """
-    GROUP: tl.constexpr = VEC if VEC <= BLOCK else BLOCK  # a chunk narrower than a vector
-    acc = tl.zeros((BLOCK // GROUP,), tl.float32)
-    lanes = tl.arange(0, BLOCK // GROUP)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    acc = tl.zeros((BLOCK,), tl.float32)
     for c in range(0, n_chunks, STEP):
-        # The step's chunks add up before one reduction into the accumulator:
-        # Triton 3.6 asserts (OptimizeThreadLocality) on a loop that reduces
-        # into its accumulator twice.
-        step = tl.zeros((BLOCK // GROUP, GROUP), tl.float32)
         for u in tl.static_range(STEP):
-            cols = col0 + (c + u) * BLOCK + lanes
+            cols = col0 + (c + u) * BLOCK + tl.arange(0, BLOCK)
             x = tl.load(
                 x_row + cols.to(tl.int64) * stride_xn,
                 mask=(cols < n_cols) & (c + u < n_chunks),
                 other=0.0,
                 eviction_policy=EVICT,
             )
-            step += x.to(tl.float32)
-        acc += tl.sum(step, 1)
+            acc += x.to(tl.float32)
     return tl.sum(acc, 0)
 
 
@@ -231,7 +213,7 @@ def _looped_kernel(
         head = row_head(row64 * stride_xm, VEC, PEEL)
         n_body = body_width(n_cols, head, VEC, PEEL)
         x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
-        total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, VEC, EVICT, 1)
+        total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, EVICT, 1)
         if PEEL:
             total += _peel_sum(x_row, head, n_body, n_cols, VEC)
         tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
@@ -268,7 +250,7 @@ def _split_kernel(
     n_body = body_width(n_cols, head, VEC, PEEL)
     col0 = k * chunks_per_split * BLOCK
     x_row = x_ptr + body_offset(row, stride_xm, head, VEC, PEEL)
-    total = _chunked_sum(x_row, stride_xn, col0, chunks_per_split, n_body, BLOCK, VEC, EVICT, 2)
+    total = _chunked_sum(x_row, stride_xn, col0, chunks_per_split, n_body, BLOCK, EVICT, 2)
     if PEEL and k == 0:  # the row's head and tail
         total += _peel_sum(x_row, head, n_body, n_cols, VEC)
     tl.store(partial_ptr + row * n_splits + k, total)
