@@ -93,6 +93,20 @@ def _launchers(x: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan | None = N
     }
 
 
+def _captured_specs(monkeypatch, call, specs: dict) -> list[str]:
+    """Capture ``call``'s launches into ``specs``, one spec per key; return their keys in order.
+
+    The key is the spec without its grid: launches that differ only in their
+    program count compile to the same kernel.
+    """
+    keys = []
+    for spec in captured_launches(monkeypatch, (softmax, rms_norm, row_sum), call):
+        key = json.dumps({k: v for k, v in spec.items() if k != "grid"}, sort_keys=True)
+        specs.setdefault(key, spec)
+        keys.append(key)
+    return keys
+
+
 @pytest.fixture(scope="module")
 def compiled_launches() -> list[tuple[tuple, dict, list[str]]]:
     """``(launch, spec, PTX ops)`` of every launch: ``launch`` is ``(shape, dtype,
@@ -105,10 +119,8 @@ def compiled_launches() -> list[tuple[tuple, dict, list[str]]]:
             x, dy = (torch.empty(shape, dtype=getattr(torch, dtype)) for _ in range(2))
             kind = plans.choose_for(x).kind
             for name, call in _launchers(x, dy).items():
-                for spec in captured_launches(monkeypatch, (softmax, rms_norm, row_sum), call):
-                    key = json.dumps({k: v for k, v in spec.items() if k != "grid"}, sort_keys=True)
-                    specs.setdefault(key, spec)
-                    launch = (suites.shape_str(shape), dtype, name, spec["kernel"], kind)
+                for key in _captured_specs(monkeypatch, call, specs):
+                    launch = (suites.shape_str(shape), dtype, name, specs[key]["kernel"], kind)
                     launches.append((launch, key))
     compiled = dict(zip(specs, global_memory_ops(list(specs.values())), strict=True))
     assert len(specs) > 100  # every plan kind, dtype and kernel
@@ -220,10 +232,6 @@ def test_every_chunked_plan_compiles_in_every_dtype(dtype):
             x, dy = (torch.empty((4, width), dtype=getattr(torch, dtype)) for _ in range(2))
             for plan in CHUNKED_PLANS:
                 for call in _launchers(x, dy, plan).values():
-                    for spec in captured_launches(monkeypatch, (softmax, rms_norm, row_sum), call):
-                        key = json.dumps(
-                            {k: v for k, v in spec.items() if k != "grid"}, sort_keys=True
-                        )
-                        specs.setdefault(key, spec)
-    assert {json.loads(k)["kernel"] for k in specs} >= {"_split_kernel", "_looped_kernel"}
+                    _captured_specs(monkeypatch, call, specs)
+    assert {spec["kernel"] for spec in specs.values()} >= {"_split_kernel", "_looped_kernel"}
     assert all(global_memory_ops(list(specs.values())))
