@@ -36,7 +36,8 @@ class TmaRule:
 #: The Hopper path's plan table: the first row whose ``max_m`` holds the
 #: product's ``M`` bucket gives the tiles ``_tma_plan`` chooses between and
 #: the most runs ``K`` may split into. Rows, tiles and the two constants below
-#: come from ``scripts/gemm_tune.py`` (``results/h100/gemm/gemm_tune.json``,
+#: come from ``scripts/gemm_tune.py`` (the sweep's result, kept unpublished as
+#: ``results/archive/h100-80gb-hbm3/gemm_tune-20261205T143211Z.json``:
 #: its "chosen per bucket" summary: per bucket the row whose planned
 #: candidates have the best geometric-mean speed against cuBLAS over the
 #: bucket's cells, both dtypes and every (N, K) of the models layer shapes,
@@ -57,13 +58,13 @@ TMA_RULES = (
 #: ``_split_k`` to stop adding runs, and for ``_tma_plan`` to take the tile
 #: before the next tile of its row. A 1024x6144 output is 192 tiles of
 #: 128x256 for 132 SMs, two waves 73% busy, and 384 tiles of 128x128, three
-#: waves 97% busy. From ``scripts/gemm_tune.py`` (``results/h200/gemm_tune.json``:
+#: waves 97% busy. From ``scripts/gemm_tune.py`` (the sweep above:
 #: the summary's fitted constants, every combination of its ``FIT_GRID``
 #: scored on the measured cells).
 WAVE_FILL = 0.8
 
 #: Split-K (``_split_k``): the shortest run of ``K`` worth splitting off. From
-#: ``scripts/gemm_tune.py`` (``results/h100/gemm/gemm_tune.json``: the
+#: ``scripts/gemm_tune.py`` (the sweep above: the
 #: summary's fitted constants; the sweep times every tile at every count up to
 #: its ``MAX_SPLIT`` that fills the waves better than fewer runs do, the counts
 #: the rule can take).
@@ -88,7 +89,7 @@ LONG_K_SPLIT = 4
 #: remainders' product, below float32's rounding, is left out); ``"ieee"``
 #: multiplies in full float32 on the FMA units. ``scripts/gemm_tune.py`` times
 #: both at 4096^3 with each one's error against float64
-#: (``results/h100/gemm/gemm_tune.json``: tf32x3 ran faster than cuBLAS's
+#: (the sweep above: tf32x3 ran faster than cuBLAS's
 #: float32 product and nearer float64 than it, ieee slower at cuBLAS's error).
 #: An infinite operand makes NaN in place of infinity (its remainder is
 #: ``inf - inf``).
