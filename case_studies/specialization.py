@@ -68,8 +68,6 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import specialization_sweep as sweep  # the sweep's own definitions
 
 RESULT_ID = "h200/specialization"
-#: The default suite on the H200, quoted for the block plan's split rows.
-SUITE_ID = "archive/h200/default-20261204T213430Z"
 result = load(ROOT / "results" / f"{RESULT_ID}.json")
 data = result.data
 modules = {name: sweep.load_policy(name) for name in sweep.POLICIES}
@@ -612,11 +610,10 @@ text = [
     "removes. The library's block plan therefore holds such a row as two pieces, a main "
     "block of 4096 columns and a tail of 8 (`plans.block_pieces`): in the default suite "
     "its softmax forward at 16384x4104 float16 moves "
-    f"{quote(SUITE_ID, 'softmax/fwd/16384x4104/float16', 'gbps')} "
-    f"({quote(SUITE_ID, 'softmax/fwd/16384x4104/float16', 'pct_copy')} of copy), "
+    f"{quote('h200/default', 'softmax/fwd/16384x4104/float16', 'gbps')} "
+    f"({quote('h200/default', 'softmax/fwd/16384x4104/float16', 'pct_copy')} of copy), "
     "and the RMSNorm forward "
-    f"{quote(SUITE_ID, 'rms_norm/fwd/16384x4104/float16', 'pct_copy')} (the H200's last run "
-    "of the default suite, archived: these kernels are the same since).",
+    f"{quote('h200/default', 'rms_norm/fwd/16384x4104/float16', 'pct_copy')}.",
 ]
 display(Markdown("\n\n".join(text)))
 

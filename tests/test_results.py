@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -32,7 +31,6 @@ from kernel_portfolio.results import (
     ResultError,
     commit_run,
     compare_runs,
-    file_sha256,
     load,
     load_all,
     repo_root,
@@ -618,45 +616,3 @@ def test_repository_tracks_no_symbolic_links():
     ).stdout
     links = [line.split("\t", 1)[1] for line in listed.splitlines() if line.startswith("120000")]
     assert not links, links
-
-
-#: Archived results that pages quote as the measure of today's kernels (the
-#: performance page's opening says which operators), and the pages that quote them.
-TODAYS_KERNELS_ARCHIVED = (
-    "archive/h200/default-20261204T213430Z",
-    "archive/h200/models-20261204T213745Z",
-)
-QUOTING_PAGES = (
-    "docs/benchmarks/performance.md",
-    "docs/methodology.md",
-    "case_studies/specialization.py",
-)
-#: Changed since those runs without touching the quoted operators' kernels: it named
-#: ``gemm_rule.py`` as a GEMM source.
-CHANGED_FOR_OTHER_OPS = {"src/kernel_portfolio/bench/suites.py"}
-#: Operators whose kernels import ``ops/peel.py``, which their ``depends_on`` omits.
-PEELED_OPS = {"softmax", "rms_norm", "residual_rms_norm", "row_sum"}
-
-
-def test_archived_quotes_measure_todays_kernels():
-    """Every case that a page quotes from an archived run it calls today's still has,
-    on disk, the files it measured (its ``depends_on``, and ``ops/peel.py`` for an
-    operator that peels rows): else the page describes kernels that are gone, though
-    the gate passes."""
-    if not (REPO / ".git").exists():
-        pytest.skip("not a git checkout")
-    text = "".join((REPO / p).read_text(encoding="utf-8") for p in QUOTING_PAGES)
-    for result_id in TODAYS_KERNELS_ARCHIVED:
-        res = load(REPO / "results" / f"{result_id}.json")
-        # The id itself, or a name a page binds it to (``SUITE_ID = "archive/..."``).
-        names = [re.escape(result_id)]
-        names += re.findall(r"(\w+) = \"" + re.escape(result_id) + '"', text)
-        quoted = set(re.findall(rf"(?:{'|'.join(names)})['\",]*\s+'?(\w+/\w+/[\dx]+/\w+)", text))
-        assert quoted, f"no page quotes {result_id}"
-        for case_id in sorted(quoted):
-            case = res.case(case_id)
-            files = set(case["depends_on"]) - CHANGED_FOR_OTHER_OPS
-            if case["op"] in PEELED_OPS:
-                files.add("src/kernel_portfolio/ops/peel.py")
-            changed = [p for p in sorted(files) if file_sha256(REPO / p) != res.data["sources"][p]]
-            assert not changed, f"{result_id} {case_id}: {changed} changed since"
