@@ -113,9 +113,9 @@ FIT_GRID = {
     "SPLIT_K_MIN_RUN": (512, 1024, 2048),
 }
 #: A two-tile row starts with one of the bucket's this many best single tiles.
-#: On the H100 sweep (``results/h100/gemm/gemm_tune.json``) any first tile
-#: fitted the cells better and scored no better on the layer shapes left out
-#: of the fit (:func:`held_out`): the wider search fitted cells, not a class.
+#: On the H100 sweep (``results/archive/h100-80gb-hbm3/``, the one ``gemm_rule``
+#: cites) any first tile fitted the cells better and scored no better on the
+#: layer shapes left out of the fit (:func:`held_out`): the wider search fitted cells, not a class.
 FIRST_TILES = 3
 #: A bucket keeps the previous bucket's row when that row's mean is within
 #: this share of the best row's: a tile changes where the gain shows over the
@@ -719,6 +719,17 @@ def _choose_rows(by_bucket: dict, sms: int) -> dict | None:
         if not options:
             return None
         row = max(options, key=options.get)
+        fronts = {
+            wider: score
+            for name in names
+            if name not in row[0]
+            for wider in [((name, *row[0]), row[1])]
+            if (score := row_score(wider, members, sms)) is not None
+        }
+        front = max(fronts, key=fronts.get, default=None)
+        if front is not None and fronts[front] > (1 + MERGE_WITHIN) * options[row]:
+            options[front] = fronts[front]  # a wider tile first, where it alone fills the waves
+            row = front
         previous = rows[max(rows)][0] if rows else None
         if previous in options and options[previous] >= (1 - MERGE_WITHIN) * options[row]:
             row = previous  # within the noise of the best: one row for both buckets
@@ -733,7 +744,11 @@ def fit(table: dict, sms: int) -> dict | None:
     For each combination of :data:`FIT_GRID`, each ``M`` bucket takes the row
     (one tile, or one of its :data:`FIRST_TILES` best tiles then any other,
     each with every ``max_split`` of :data:`MAX_SPLITS`) whose planned
-    candidates have the best geometric mean over the bucket's cells, or the
+    candidates have the best geometric mean over the bucket's cells; then a
+    third tile in front of that row where the mean gains more than
+    :data:`MERGE_WITHIN` (``_tma_plan`` takes a tile only where its work
+    items fill the waves, so a wide tile in front serves the bucket's wide
+    outputs and leaves the others to the row as it was); or the
     previous bucket's row where that is within :data:`MERGE_WITHIN` of the
     best; a row with a cell whose planned candidate was not timed (or failed)
     is not eligible. Each bucket also keeps the best mean of a row that starts

@@ -119,6 +119,34 @@ def test_held_out_scores_the_fit_on_shapes_it_did_not_see():
     assert gemm_tune.held_out({key: table[key] for key in list(table)[:1]}, SM, {}) is None
 
 
+def test_a_wide_tile_goes_in_front_where_it_alone_fills_the_waves(monkeypatch):
+    """At 256 rows the wide tile fills the SMs only where the output is wide.
+
+    Planted: the wide tile at the best rate, a 64-row tile behind it; each
+    times the share of SM time its waves fill. At 256x4096 the wide tile's 32
+    output tiles leave most SMs idle and the 64-row tile wins; at 256x14336
+    its 112 tiles fill one wave 85%. With only the best single tile allowed
+    first, the row starts with the 64-row tile, and the wide tile must come in
+    front of it.
+    """
+    monkeypatch.setattr(gemm_tune, "FIRST_TILES", 1)
+    rate = {WIDE: 0.95, "64x128x64 w4 s8": 0.8}
+    members = []
+    for n, k in gemm_tune.MODEL_NK:
+        ratios = {}
+        for tile in mm.TMA_TILES:
+            items = math.ceil(256 / tile.block_m) * math.ceil(n / tile.block_n)
+            fill = items / (math.ceil(items / SM) * SM)
+            ratios[gemm_tune.tile_impl(tile, 1)] = rate.get(tile.name, 0.3) * fill
+        members.append((ratios, 256, n, k))
+    with gemm_tune.rule_constants(WAVE_FILL=0.8, SPLIT_K_MIN_RUN=512):
+        ((row, score, _),) = gemm_tune._choose_rows({256: members}, SM).values()
+        assert row[0][:2] == (WIDE, "64x128x64 w4 s8")
+        assert score > (1 + gemm_tune.MERGE_WITHIN) * gemm_tune.row_score(
+            (row[0][1:], row[1]), members, SM
+        )
+
+
 def test_table_code_merges_buckets_and_ends_open():
     best = {
         "rows": {

@@ -199,7 +199,20 @@ def test_plan_table_rows_name_tiles_in_order():
 
 @pytest.mark.parametrize(
     ("m", "row"),
-    [(1, 0), (16, 0), (17, 1), (64, 1), (65, 2), (256, 2), (257, 3), (512, 3), (513, 4), (8193, 5)],
+    [
+        (1, 0),
+        (16, 0),
+        (17, 1),
+        (64, 1),
+        (65, 2),
+        (128, 2),
+        (129, 3),
+        (256, 3),
+        (257, 4),
+        (512, 4),
+        (513, 5),
+        (8193, 6),
+    ],  # fmt: skip
 )
 def test_plan_table_row_by_bucket(m, row):
     """The row is the first whose bound holds M rounded up to a power of two."""
