@@ -6,6 +6,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -605,3 +606,37 @@ def test_sanitize_paths_pass_and_reject_a_broken_kernel(sanitize_paths, monkeypa
     out = capsys.readouterr().out
     assert "FAIL  CheckFailed: output 0: relative error" in out and "2 paths, 2 failed" in out
     assert sanitize_paths.main(["--small", "--only", "no such path"]) == 2
+
+
+def test_each_op_depends_on_the_package_files_it_imports():
+    """A change to a file an operator imports (a plan rule, the peeling helpers, the
+    GEMM table) makes its numbers stale, and every run records that file's hash."""
+    deps = {name: set(spec.depends_on()) for name, spec in suites.OPS.items()}
+    assert "src/kernel_portfolio/gemm_rule.py" in deps["matmul"]
+    assert "src/kernel_portfolio/plans.py" in deps["matmul"]
+    for op in ("softmax", "rms_norm", "residual_rms_norm", "row_sum"):
+        assert "src/kernel_portfolio/ops/peel.py" in deps[op], op
+    assert "src/kernel_portfolio/ops/peel.py" not in deps["add"] | deps["matmul"]
+    recorded = set(records.bench_sources(Path(__file__).resolve().parents[1]))
+    assert set().union(*deps.values()) <= recorded
+
+
+def test_imported_sources_follow_imports_through_the_package(tmp_path, monkeypatch):
+    pkg = tmp_path / "kernel_portfolio"
+    (pkg / "ops").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from kernel_portfolio import unrelated\n")
+    (pkg / "unrelated.py").write_text("")
+    (pkg / "ops" / "op.py").write_text(
+        "import math\nfrom kernel_portfolio import rule, missing\n"
+        "def f():\n    import kernel_portfolio.late\n"
+    )
+    (pkg / "rule.py").write_text("from kernel_portfolio.deep import X\n")
+    (pkg / "deep.py").write_text("from kernel_portfolio.ops.op import f\nX = 1\n")
+    (pkg / "late.py").write_text("")
+    monkeypatch.setattr(suites, "_PACKAGE_PATH", pkg)
+    suites.imported_sources.cache_clear()
+    try:
+        found = suites.imported_sources("src/kernel_portfolio/ops/op.py")
+    finally:
+        suites.imported_sources.cache_clear()
+    assert found == tuple(f"src/kernel_portfolio/{name}.py" for name in ("deep", "late", "rule"))

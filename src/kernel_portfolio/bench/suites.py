@@ -20,8 +20,10 @@ as the metric ``compile_ms``), ``liger`` (Liger-Kernel) and ``cublas``
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 
 MODES = ("fwd", "fwdbwd")
 TIMERS = ("events", "cuda_graph")
@@ -44,14 +46,49 @@ HARNESS_SOURCES = (
     "src/kernel_portfolio/bench/runner.py",
     "src/kernel_portfolio/bench/records.py",
 )
-#: Row operators also depend on the row-plan rules.
-PLANS_SOURCE = "src/kernel_portfolio/plans.py"
-#: ... and on the constants of their ``auto`` rule.
-PLAN_RULE_SOURCE = "src/kernel_portfolio/plan_rule.py"
-#: GEMM depends on the table and constants of its Hopper plan.
-GEMM_RULE_SOURCE = "src/kernel_portfolio/gemm_rule.py"
 #: Glob (repo-relative) of the operator files; all of them are hashed into every result.
 OPS_GLOB = "src/kernel_portfolio/ops/*.py"
+#: The package's source folder, repo-relative, and on disk.
+_PACKAGE_DIR = "src/kernel_portfolio"
+_PACKAGE_PATH = Path(__file__).resolve().parents[1]
+
+
+def _module_file(module: str) -> str | None:
+    """Repo-relative file of a ``kernel_portfolio`` submodule (None for a package or other)."""
+    parts = module.split(".")
+    if parts[0] != "kernel_portfolio" or len(parts) < 2:
+        return None
+    rel = "/".join(parts[1:]) + ".py"
+    return f"{_PACKAGE_DIR}/{rel}" if (_PACKAGE_PATH / rel).is_file() else None
+
+
+@functools.cache
+def imported_sources(path: str) -> tuple[str, ...]:
+    """The package's files that ``path`` imports, directly or through them, sorted.
+
+    ``path`` is repo-relative, under ``src/kernel_portfolio``. Every
+    ``import kernel_portfolio.x`` and ``from kernel_portfolio[.x] import y``
+    counts, at module level or inside a function (``y`` when it is a
+    submodule); package ``__init__`` files do not (``kernel_portfolio``'s own
+    imports the whole package).
+    """
+    seen: set[str] = set()
+    todo = [path]
+    while todo:
+        rel = todo.pop().removeprefix(f"{_PACKAGE_DIR}/")
+        tree = ast.parse((_PACKAGE_PATH / rel).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for found in filter(None, map(_module_file, modules)):
+                if found != path and found not in seen:
+                    seen.add(found)
+                    todo.append(found)
+    return tuple(sorted(seen))
 
 
 @dataclass(frozen=True)
@@ -66,8 +103,7 @@ class OpSpec:
         bytes_fwdbwd: Compulsory bytes of forward plus backward.
         flops_fwd: Floating-point operations of the forward pass (GEMM only).
         flops_fwdbwd: Same for forward plus backward.
-        row_op: Whether the operator walks rows (then it also depends on plans.py and plan_rule.py).
-        rule_sources: Other files of constants that decide what the operator launches.
+        row_op: Whether the operator walks rows.
         traffic: One sentence that derives the byte formulas.
     """
 
@@ -79,13 +115,17 @@ class OpSpec:
     flops_fwd: str | None = None
     flops_fwdbwd: str | None = None
     row_op: bool = True
-    rule_sources: tuple[str, ...] = ()
     traffic: str = ""
 
     def depends_on(self) -> tuple[str, ...]:
-        """Repo-relative files whose change makes this operator's numbers stale."""
-        extra = (PLANS_SOURCE, PLAN_RULE_SOURCE) if self.row_op else ()
-        return (self.source, *extra, *self.rule_sources, *HARNESS_SOURCES)
+        """Repo-relative files whose change makes this operator's numbers stale.
+
+        Its own file, every file of the package that it imports (the plan
+        rules, the peeling helpers, a tuned table: :func:`imported_sources`),
+        and the harness.
+        """
+        own = (self.source, *imported_sources(self.source))
+        return (*own, *(p for p in HARNESS_SOURCES if p not in own))
 
 
 _OPS_DIR = "src/kernel_portfolio/ops"
@@ -148,7 +188,6 @@ OPS: dict[str, OpSpec] = {
             "2*M*N*K",
             "6*M*N*K",
             row_op=False,
-            rule_sources=(GEMM_RULE_SOURCE,),
             traffic=(
                 "fwd reads A, B and writes C; bwd reads dC, A, B and writes dA = dC B^T "
                 "and dB = A^T dC"
