@@ -428,6 +428,51 @@ def test_rows_compile_to_16_byte_vectors_at_any_width(plan, shape, dtype, monkey
     assert_row_vectors(peeled, aligned, dtype)
 
 
+# Peeled rows reading the weight's shifted copies (SHIFT_W), forced at sizes the
+# interpreter runs: every forward plan (the looped in one chunk and in several),
+# an odd width and a multiple of 4 but not 8.
+SHIFT_W_CASES = [
+    ("block", (9, 65), torch.float16),
+    ("block", (9, 1004), torch.bfloat16),
+    (RowPlan("looped", 64, 4), (9, 201), torch.float16),
+    (RowPlan("looped", 256, 4), (9, 201), torch.bfloat16),
+    (RowPlan("split", 32, 4, 3), (3, 201), torch.float16),
+]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("plan", "shape", "dtype"), SHIFT_W_CASES, ids=_case_id)
+def test_peeled_rows_read_the_shifted_weight(plan, shape, dtype, op, device, monkeypatch):
+    monkeypatch.setattr(rms_mod, "SHIFT_W_MIN_ELEMENTS", 0)
+    launches = record_launches(monkeypatch, rms_mod)
+    check_op(op, *make_inputs(op, shape, dtype, device), plan=plan)
+    forward = [kw for name, _, kw in launches if "SHIFT_W" in kw]
+    assert forward and all(kw["SHIFT_W"] and kw["PEEL"] for kw in forward)
+    assert "_shift_weight_kernel" in {name for name, _, _ in launches}
+
+
+@pytest.mark.parametrize(("plan", "shape", "dtype"), VECTOR_CASES[:5], ids=_case_id)
+def test_the_shifted_weight_loads_in_16_byte_vectors(plan, shape, dtype, monkeypatch):
+    """Compiled for sm_90, a peeled forward with ``SHIFT_W`` loads as many 16-byte
+    vectors as the same kernel unpeeled, the weight's included: only the head and
+    tail (and their weight) stay narrow. Without ``SHIFT_W`` the body's weight is
+    read in narrower loads, and the counts differ."""
+    monkeypatch.setattr(rms_mod, "SHIFT_W_MIN_ELEMENTS", 0)
+    specs = [s for s in _launches(monkeypatch, shape, dtype, plan) if "SHIFT_W" in s["values"]]
+    assert specs and all(s["values"]["SHIFT_W"] for s in specs)
+    variants = [
+        {**s, "values": s["values"] | change, "registers": False, "counts": True}
+        for change in ({}, {"PEEL": False, "SHIFT_W": False}, {"SHIFT_W": False})
+        for s in specs
+    ]
+    compiled = global_memory_ops(variants)
+    n = len(specs)
+    for i, spec in enumerate(specs):
+        shifted, unpeeled, narrow = compiled[i], compiled[n + i], compiled[2 * n + i]
+        v4 = [_count(ops, "ld.global.v4.b32") for ops in (shifted, unpeeled, narrow)]
+        assert v4[0] == v4[1] > v4[2], (spec["kernel"], v4)
+
+
 @pytest.mark.parametrize("n_cols", [4097, 4100])
 def test_peeled_rows_just_past_a_power_of_two_take_no_tail_piece(n_cols, monkeypatch):
     """A peeled row of 4097 or 4100 float16 columns has a body of at most 4096:

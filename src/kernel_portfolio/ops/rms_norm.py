@@ -76,7 +76,11 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   column (head plus body column), so in a peeled launch the body's weight
   loads and partial ``dweight`` stores are not 16-byte aligned and move one
   element an instruction; the weight comes from L1/L2, a partial ``dweight``
-  row is written once a program. The partial ``dweight`` rows are ``N``
+  row is written once a program. A large peeled forward
+  (:data:`SHIFT_W_MIN_ELEMENTS`) first copies the weight into ``VEC`` rows,
+  row ``h`` starting at column ``h`` (``_shift_weight_kernel``), and a row
+  whose head is ``h`` reads its body's weight from row ``h``, in 16-byte
+  vectors. The partial ``dweight`` rows are ``N``
   padded to a multiple of 4 floats, so that the reduction reads 16-byte
   vectors at any ``N``.
 
@@ -146,6 +150,7 @@ _RUNTIME_ARGS = [
     "first_row",
     "n_rows",
     "n_cols",
+    "ws_stride",
     "chunks_per_split",
     "n_parts",
     "n_dots",
@@ -247,6 +252,35 @@ def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr):
 
 
 @triton.jit
+def _weight_row(w_ptr, ws_ptr, head, ws_stride, VEC: tl.constexpr, SHIFT_W: tl.constexpr):
+    """Where a row's body reads its weight: body column ``j`` is weight column ``head + j``.
+
+    ``w_ptr + head``, which is not 16-byte aligned in a peeled row, or with
+    ``SHIFT_W`` row ``head`` of the shifted copies (:func:`_shift_weight_kernel`),
+    which is.
+    """
+    if SHIFT_W:
+        return ws_ptr + head * (ws_stride // VEC * VEC)
+    return w_ptr + head
+
+
+@triton.jit
+def _shift_weight_kernel(w_ptr, ws_ptr, n_cols, ws_stride, BLOCK: tl.constexpr, VEC: tl.constexpr):
+    """Row ``h`` of ``ws`` (``VEC`` rows of ``ws_stride``) is the weight from column ``h`` on.
+
+    Zeros past the weight's end; program ``(h, c)`` writes chunk ``c`` of row
+    ``h``. The loads start ``h`` columns into the weight, so they move an
+    element at a time; the stores move 16-byte vectors (``ws_stride`` is a
+    multiple of ``VEC``).
+    """
+    shift = tl.program_id(0)
+    stride = ws_stride // VEC * VEC
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    w = tl.load(w_ptr + shift + cols, mask=shift + cols < n_cols, other=0.0)
+    tl.store(ws_ptr + shift * stride + cols, w, mask=cols < stride)
+
+
+@triton.jit
 def _normalise(
     x_row,
     stride_xn,
@@ -306,6 +340,7 @@ def _fwd_row_in_registers(
     h_row,
     y_row,
     w_ptr,
+    w_peel,
     head,
     n_body,
     n_cols,
@@ -327,7 +362,8 @@ def _fwd_row_in_registers(
     of 82 (two instead of one). A ``TAIL`` (not 0) is a second piece of the
     row's body after its first ``BLOCK`` columns
     (:func:`kernel_portfolio.plans.block_pieces`); ``PEEL`` adds the row's
-    head and tail (``n_body`` body columns of ``n_cols``).
+    head and tail (``n_body`` body columns of ``n_cols``), whose weight is read
+    at ``w_peel`` (``w_ptr`` is the body's, :func:`_weight_row`).
     """
     cols = tl.arange(0, BLOCK)
     mask = cols < n_body
@@ -351,7 +387,7 @@ def _fwd_row_in_registers(
     if TAIL > 0:
         _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
     if PEEL:
-        _store_y(y_row, w_ptr, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
+        _store_y(y_row, w_peel, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
     return rstd
 
 
@@ -360,11 +396,13 @@ def _fwd_block_kernel(
     x_ptr,
     r_ptr,
     w_ptr,
+    ws_ptr,
     y_ptr,
     h_ptr,
     rstd_ptr,
     first_row,
     n_cols,
+    ws_stride,
     stride_xm,
     stride_xn,
     stride_rm,
@@ -377,6 +415,7 @@ def _fwd_block_kernel(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
+    SHIFT_W: tl.constexpr,
 ):
     """Block plan: program ``p`` takes row ``first_row + p``, held in registers.
 
@@ -390,6 +429,7 @@ def _fwd_block_kernel(
         r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL),
         h_ptr + body_offset(row64, n_cols, head, VEC, PEEL),
         y_ptr + body_offset(row64, n_cols, head, VEC, PEEL),
+        _weight_row(w_ptr, ws_ptr, head, ws_stride, VEC, SHIFT_W),
         w_ptr + head,
         head,
         body_width(n_cols, head, VEC, PEEL),
@@ -413,11 +453,13 @@ def _fwd_looped_kernel(
     x_ptr,
     r_ptr,
     w_ptr,
+    ws_ptr,
     y_ptr,
     h_ptr,
     rstd_ptr,
     n_rows,
     n_cols,
+    ws_stride,
     stride_xm,
     stride_xn,
     stride_rm,
@@ -430,6 +472,7 @@ def _fwd_looped_kernel(
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
+    SHIFT_W: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
 ):
@@ -453,7 +496,7 @@ def _fwd_looped_kernel(
         r_row = r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL)
         h_row = h_ptr + body_offset(row64, n_cols, head, VEC, PEEL)
         y_row = y_ptr + body_offset(row64, n_cols, head, VEC, PEEL)
-        w_row = w_ptr + head
+        w_row = _weight_row(w_ptr, ws_ptr, head, ws_stride, VEC, SHIFT_W)
         if ONE_CHUNK:
             rstd = _fwd_row_in_registers(
                 x_row,
@@ -461,6 +504,7 @@ def _fwd_looped_kernel(
                 h_row,
                 y_row,
                 w_row,
+                w_ptr + head,
                 head,
                 n_body,
                 n_cols,
@@ -515,7 +559,7 @@ def _fwd_looped_kernel(
                 SECOND,
             )
             if PEEL:
-                _store_y(y_row, w_row, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
+                _store_y(y_row, w_ptr + head, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
         if STORE_RSTD:
             tl.store(rstd_ptr + row64, rstd)
 
@@ -577,11 +621,13 @@ def _fwd_partial_kernel(
 def _fwd_split_kernel(
     x_ptr,
     w_ptr,
+    ws_ptr,
     y_ptr,
     h_ptr,
     ss_ptr,
     rstd_ptr,
     n_cols,
+    ws_stride,
     chunks_per_split,
     stride_xm,
     stride_xn,
@@ -592,6 +638,7 @@ def _fwd_split_kernel(
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
+    SHIFT_W: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
 ):
     """Split plan, kernel 2: merge the row's partial sums, write slice ``s`` of ``y``.
@@ -614,7 +661,7 @@ def _fwd_split_kernel(
         x_row,
         stride_xn,
         h_row,
-        w_ptr + head,
+        _weight_row(w_ptr, ws_ptr, head, ws_stride, VEC, SHIFT_W),
         y_row,
         rstd,
         start,
@@ -1192,6 +1239,34 @@ def _partial_rows(n_rows: int, programs: int, n_split: int, vec: int, peel: bool
     return min(n_rows, plans.cdiv(parts, vec) * vec) if peel else parts
 
 
+#: Least ``rows * columns`` of a peeled forward with a weight for which the
+#: weight is first copied into ``VEC`` rows, each shifted by one more column
+#: (:func:`_shifted_weight`), so that every row's body reads its weight in
+#: 16-byte vectors. The copy is one more launch and ``VEC`` weights of bytes;
+#: the gain is a row's worth of narrow weight loads on every row. Unmeasured:
+#: the break-even of one launch against the loads a row saves.
+SHIFT_W_MIN_ELEMENTS = 1 << 23
+#: Columns a program of :func:`_shift_weight_kernel` copies.
+SHIFT_W_BLOCK = 1024
+
+
+def _shifted_weight(weight: torch.Tensor, n_cols: int, vec: int) -> tuple[torch.Tensor, int]:
+    """``VEC`` copies of the weight, row ``h`` starting at column ``h``, and their row stride.
+
+    A peeled row whose head is ``h`` reads body column ``j``'s weight at
+    column ``h + j``; in row ``h`` of the copies that is column ``j``, 16-byte
+    aligned wherever the body is. The row stride is ``n_cols`` rounded up to
+    a multiple of ``vec``, so every row starts on a 16-byte boundary.
+    """
+    ws_stride = plans.cdiv(n_cols, vec) * vec
+    ws = scratch((vec, ws_stride), weight.dtype, weight.device)
+    grid = (vec, plans.cdiv(ws_stride, SHIFT_W_BLOCK))
+    launchable(_shift_weight_kernel)[grid](
+        weight, ws, n_cols, ws_stride, BLOCK=SHIFT_W_BLOCK, VEC=vec
+    )
+    return ws, ws_stride
+
+
 def _forward(
     x: torch.Tensor,
     residual: torch.Tensor | None,
@@ -1224,6 +1299,7 @@ def _forward(
     row_strides = (strides[0], strides[2], n_cols)
     vec, peel = row_vec(x.element_size(), n_cols, row_strides, strides[1] == strides[3] == 1)
     width = _body_width(n_cols, vec, peel)
+    shift_w = peel and weight is not None and n_rows * n_cols >= SHIFT_W_MIN_ELEMENTS
     consts = {
         "HAS_RESIDUAL": has_res,
         "BLOCK": plan.block,
@@ -1232,13 +1308,18 @@ def _forward(
         "num_warps": plan.num_warps,
     }
     with device_guard(x):
-        pointers = (x, res, w, y, hh, rs)
-        flags = {"HAS_WEIGHT": weight is not None, "STORE_RSTD": rstd is not None}
+        ws, ws_stride = _shifted_weight(weight, n_cols, vec) if shift_w else (w, 0)
+        pointers = (x, res, w, ws, y, hh, rs)
+        flags = {
+            "HAS_WEIGHT": weight is not None,
+            "STORE_RSTD": rstd is not None,
+            "SHIFT_W": shift_w,
+        }
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = _pieces(n_cols, plan, width)
             for first_row, programs in plans.block_launches(n_rows):
                 launchable(_fwd_block_kernel)[(programs,)](
-                    *pointers, first_row, n_cols, *strides, eps, **flags, **consts
+                    *pointers, first_row, n_cols, ws_stride, *strides, eps, **flags, **consts
                 )
             return
         if plan.kind == "looped":
@@ -1249,6 +1330,7 @@ def _forward(
                 *pointers,
                 n_rows,
                 n_cols,
+                ws_stride,
                 *strides,
                 eps,
                 ONE_CHUNK=one_chunk,
@@ -1267,16 +1349,17 @@ def _forward(
         launchable(_fwd_split_kernel)[grid](
             x,
             w,
+            ws,
             y,
             hh,
             ss,
             rs,
             n_cols,
+            ws_stride,
             chunks_per_split,
             *strides[:2],
             eps,
-            HAS_WEIGHT=weight is not None,
-            STORE_RSTD=rstd is not None,
+            **flags,
             MAX_PARTIALS=plans.MAX_SPLITS,
             **consts,
         )
