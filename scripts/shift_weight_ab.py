@@ -1,19 +1,20 @@
-"""A/B of the RMSNorm forward's shifted weight copies (``SHIFT_W``) on a GPU.
+"""A/B of RMSNorm's shifted weight copies (``SHIFT_W``) on a GPU.
 
-About two minutes in one process; prints a table and writes nothing else::
+About three minutes in one process; prints a table and writes nothing else::
 
     python scripts/shift_weight_ab.py > results/h200/checks/shift-weight-ab-<UTC stamp>.log
 
 Times the forward launcher (``ops.rms_norm._forward``, with and without a
-residual) at widths whose rows are not 16 bytes apart, from one row to 16384
-(at most ``MAX_ELEMENTS`` a tensor), with the shifted copies forced on
-(``SHIFT_W_MIN_ELEMENTS = 0``) and off, beside the same launcher at the
-aligned neighbour width (``N`` rounded down to a multiple of 8). All run on
-fresh random inputs, visited in alternating order (six visits of twenty
-samples), each call with a cold L2 behind a device spin. The two settings'
-outputs must be bitwise equal (the weight values are the same; only their
-addresses differ). The share of copy bandwidth counts the compulsory bytes
-(``x`` and ``y``, plus the residual and ``h``). The last lines give, per
+residual) and the backward launcher (``_backward``, without) at widths whose
+rows are not 16 bytes apart, from one row to 16384 (at most ``MAX_ELEMENTS`` a
+tensor), with the shifted copies forced on (``SHIFT_W_MIN_ELEMENTS = 0``) and
+off, beside the same launcher at the aligned neighbour width (``N`` rounded
+down to a multiple of 8). All run on fresh random inputs, visited in
+alternating order (six visits of twenty samples), each call with a cold L2
+behind a device spin. The two settings' outputs must be bitwise equal (the
+weight values are the same; only their addresses differ). The share of copy
+bandwidth counts the compulsory bytes (``x`` and ``y``, plus the residual and
+``h``; ``dy``, ``h`` and ``dx`` for the backward). The last lines give, per
 width, the fewest elements at which ``on`` ran faster than ``off`` at every
 larger row count: the data for ``SHIFT_W_MIN_ELEMENTS``. A diagnostic for the
 source's constant: the site quotes the benchmark results, never this.
@@ -34,19 +35,27 @@ ROWS = (1, 8, 32, 132, 512, 4096, 16384)
 #: Widths (bfloat16): a hidden size past a power of two (block plan), vocabularies.
 WIDTHS = (4097, 30522, 50257, 151937)
 SETTINGS = {"on": 0, "off": 1 << 62}
+#: The RMSNorm forward, the residual forward, and the RMSNorm backward (``dx`` and ``dweight``).
+OPS = ("rms_norm", "residual", "bwd")
 #: Largest tensor timed (elements): two settings' outputs are kept to compare.
 MAX_ELEMENTS = 1 << 30
 
 
-def _inputs(m: int, n: int, residual: bool):
+def _inputs(m: int, n: int, op: str):
+    """The launcher call of ``op`` at ``m x n`` bfloat16, and the outputs it writes."""
+
     def rand(*shape):
         return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
 
     x, w = rand(m, n), rand(n)
-    r = rand(m, n) if residual else None
-    y = torch.empty_like(x)
-    h = torch.empty_like(x) if residual else None
     plan = plans.choose_for(x)
+    y = torch.empty_like(x)
+    if op == "bwd":
+        dy, dw = rand(m, n), torch.empty_like(w)
+        rstd = torch.rsqrt(x.float().pow(2).mean(-1) + 1e-6)
+        return (lambda: rms_norm._backward(dy, x, w, rstd, None, plan, y, None, dw)), (y, dw)
+    r = rand(m, n) if op == "residual" else None
+    h = torch.empty_like(x) if op == "residual" else None
     return (lambda: rms_norm._forward(x, r, w, 1e-6, plan, y, h, None)), (y, h)
 
 
@@ -85,13 +94,13 @@ def main() -> None:
     print(f"{'op':<9} {'rows x cols':>14} {'on us':>9} {'off us':>9} {'on/off':>7} "
           f"{'on %copy':>9} {'off %copy':>9} {'aligned %copy':>13}")  # fmt: skip
     faster = {}
-    for residual in (False, True):
+    for op in OPS:
         for n in WIDTHS:
             for m in ROWS:
                 if m * n > MAX_ELEMENTS:
                     continue
-                call, outs = _inputs(m, n, residual)
-                aligned, _ = _inputs(m, n // 8 * 8, residual)
+                call, outs = _inputs(m, n, op)
+                aligned, _ = _inputs(m, n // 8 * 8, op)
                 got = {}
                 for name, threshold in SETTINGS.items():
                     _set(threshold)(call)()
@@ -104,13 +113,12 @@ def main() -> None:
                 calls["aligned"] = _set(SETTINGS["off"])(aligned)
                 med = _medians(calls, flush, lead)
                 rms_norm.SHIFT_W_MIN_ELEMENTS = shipped
-                tensors = 4 if residual else 2
+                tensors = {"rms_norm": 2, "residual": 4, "bwd": 3}[op]
                 pct = {
                     k: 100 * tensors * m * (n // 8 * 8 if k == "aligned" else n) * 2 / v / 1e6
                     / copy_gbps
                     for k, v in med.items()
                 }  # fmt: skip
-                op = "residual" if residual else "rms_norm"
                 print(f"{op:<9} {f'{m}x{n}':>14} {med['on'] * 1e3:>9.1f} {med['off'] * 1e3:>9.1f}"
                       f" {med['on'] / med['off']:>7.3f} {pct['on']:>8.1f}% {pct['off']:>8.1f}%"
                       f" {pct['aligned']:>12.1f}%")  # fmt: skip

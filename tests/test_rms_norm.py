@@ -437,6 +437,7 @@ SHIFT_W_CASES = [
     (RowPlan("looped", 64, 4), (9, 201), torch.float16),
     (RowPlan("looped", 256, 4), (9, 201), torch.bfloat16),
     (RowPlan("split", 32, 4, 3), (3, 201), torch.float16),
+    ("block", (4, 12289), torch.float16),  # the backward loads the weight each row
 ]
 
 
@@ -446,8 +447,16 @@ def test_peeled_rows_read_the_shifted_weight(plan, shape, dtype, op, device, mon
     monkeypatch.setattr(rms_mod, "SHIFT_W_MIN_ELEMENTS", 0)
     launches = record_launches(monkeypatch, rms_mod)
     check_op(op, *make_inputs(op, shape, dtype, device), plan=plan)
-    forward = [kw for name, _, kw in launches if "SHIFT_W" in kw]
-    assert forward and all(kw["SHIFT_W"] and kw["PEEL"] for kw in forward)
+    shifted = {name: kw["SHIFT_W"] for name, _, kw in launches if "SHIFT_W" in kw}
+    # Every forward and the backward's first pass read the shifted copies; the
+    # backward's main kernel where it loads the weight for every row.
+    want = {name: True for name in shifted} | {
+        name: kw["WEIGHT_EACH_ROW"] for name, _, kw in launches if name == "_bwd_kernel"
+    }
+    assert shifted == want
+    assert {"_fwd_block_kernel", "_fwd_looped_kernel", "_fwd_split_kernel"} & set(shifted)
+    assert shifted.get("_bwd_kernel") == (shape == (4, 12289))  # the case that loads it each row
+    assert all(kw["PEEL"] for _, _, kw in launches if "SHIFT_W" in kw)
     assert "_shift_weight_kernel" in {name for name, _, _ in launches}
 
 
@@ -458,8 +467,12 @@ def test_the_shifted_weight_loads_in_16_byte_vectors(plan, shape, dtype, monkeyp
     tail (and their weight) stay narrow. Without ``SHIFT_W`` the body's weight is
     read in narrower loads, and the counts differ."""
     monkeypatch.setattr(rms_mod, "SHIFT_W_MIN_ELEMENTS", 0)
-    specs = [s for s in _launches(monkeypatch, shape, dtype, plan) if "SHIFT_W" in s["values"]]
-    assert specs and all(s["values"]["SHIFT_W"] for s in specs)
+    specs = [s for s in _launches(monkeypatch, shape, dtype, plan) if s["values"].get("SHIFT_W")]
+    assert {s["kernel"] for s in specs} & {
+        "_fwd_block_kernel",
+        "_fwd_looped_kernel",
+        "_fwd_split_kernel",
+    }
     variants = [
         {**s, "values": s["values"] | change, "registers": False, "counts": True}
         for change in ({}, {"PEEL": False, "SHIFT_W": False}, {"SHIFT_W": False})

@@ -76,7 +76,7 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   column (head plus body column), so in a peeled launch the body's weight
   loads and partial ``dweight`` stores are not 16-byte aligned and move one
   element an instruction; the weight comes from L1/L2, a partial ``dweight``
-  row is written once a program. A large peeled forward
+  row is written once a program. A large peeled forward or backward
   (:data:`SHIFT_W_MIN_ELEMENTS`) first copies the weight into ``VEC`` rows,
   row ``h`` starting at column ``h`` (``_shift_weight_kernel``), and a row
   whose head is ``h`` reads its body's weight from row ``h``, in 16-byte
@@ -758,8 +758,10 @@ def _bwd_dot_kernel(
     dy_ptr,
     h_ptr,
     w_ptr,
+    ws_ptr,
     dot_ptr,
     n_cols,
+    ws_stride,
     chunks_per_split,
     stride_dym,
     stride_dyn,
@@ -769,6 +771,7 @@ def _bwd_dot_kernel(
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
+    SHIFT_W: tl.constexpr,
     STEP: tl.constexpr,
 ):
     """Looped/split backward, kernel 1: program ``(row, s)`` sums ``g * h`` over slice ``s``.
@@ -783,7 +786,7 @@ def _bwd_dot_kernel(
     n_body = body_width(n_cols, head, VEC, PEEL)
     dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
     h_row = h_ptr + body_offset(row64, stride_hm, head, VEC, PEEL)
-    w_row = w_ptr + head
+    w_row = _weight_row(w_ptr, ws_ptr, head, ws_stride, VEC, SHIFT_W)
     start, end = _slice(chunks_per_split, n_cols // VEC * VEC, BLOCK)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for c0 in range(start, end, BLOCK * STEP):
@@ -799,7 +802,7 @@ def _bwd_dot_kernel(
     if PEEL and tl.program_id(1) == 0:
         peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
         dy, h = _load_grad(dy_row, h_row, peel, peel_mask, stride_dyn, stride_hn)
-        g = dy.to(tl.float32) * _load_weight(w_row, peel, peel_mask, HAS_WEIGHT)
+        g = dy.to(tl.float32) * _load_weight(w_ptr + head, peel, peel_mask, HAS_WEIGHT)
         dot += tl.sum(g * h.to(tl.float32), axis=0)
     tl.store(dot_ptr + row64 * tl.num_programs(1) + tl.program_id(1), dot)
 
@@ -809,6 +812,7 @@ def _bwd_kernel(
     dy_ptr,
     h_ptr,
     w_ptr,
+    ws_ptr,
     rstd_ptr,
     dot_ptr,
     dh_ptr,
@@ -817,6 +821,7 @@ def _bwd_kernel(
     dw_part_ptr,
     n_rows,
     n_cols,
+    ws_stride,
     chunks_per_split,
     n_dots,
     stride_dym,
@@ -834,6 +839,7 @@ def _bwd_kernel(
     ONE_CHUNK: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
+    SHIFT_W: tl.constexpr,
     MAX_PARTIALS: tl.constexpr,
     PREFETCH: tl.constexpr,
     WEIGHT_EACH_ROW: tl.constexpr,
@@ -866,7 +872,7 @@ def _bwd_kernel(
     n_parts = tl.num_programs(0)
     head = row_head(part.to(tl.int64) * stride_hm, VEC, PEEL)  # every row of the program's
     n_body = body_width(n_cols, head, VEC, PEEL)
-    w_row = w_ptr + head
+    w_row = _weight_row(w_ptr, ws_ptr, head, ws_stride, VEC, SHIFT_W)
     start, end = _slice(chunks_per_split, n_cols // VEC * VEC, BLOCK)
     if PEEL:
         end = tl.maximum(end, start + 1)  # slice 0's chunk even for a row narrower than VEC
@@ -886,7 +892,7 @@ def _bwd_kernel(
         if PEEL:
             peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
             peel_mask = peel_mask & (c0 == 0)  # once a row: slice 0's first chunk
-            w_peel = _load_weight(w_row, peel, peel_mask, HAS_WEIGHT)
+            w_peel = _load_weight(w_ptr + head, peel, peel_mask, HAS_WEIGHT)
             dw_peel = tl.zeros([2 * VEC], dtype=tl.float32)
         # With PREFETCH the loop loads row + n_parts and works on the row loaded
         # one iteration earlier (the first before the loop); without, row itself.
@@ -1239,7 +1245,7 @@ def _partial_rows(n_rows: int, programs: int, n_split: int, vec: int, peel: bool
     return min(n_rows, plans.cdiv(parts, vec) * vec) if peel else parts
 
 
-#: Least ``rows * columns`` of a peeled forward with a weight for which the
+#: Least ``rows * columns`` of a peeled forward or backward with a weight for which the
 #: weight is first copied into ``VEC`` rows, each shifted by one more column
 #: (:func:`_shifted_weight`), so that every row's body reads its weight in
 #: 16-byte vectors. The copy is one more launch and ``VEC`` weights of bytes;
@@ -1407,9 +1413,11 @@ def _backward(
     # Partial dweight rows of n_cols padded to 16 bytes: every row starts aligned.
     stride_pm = plans.cdiv(n_cols, 4) * 4
     dw_part = scratch((n_parts, stride_pm), torch.float32, h.device) if dw is not None else rstd
+    shift_w = peel and weight is not None and n_rows * n_cols >= SHIFT_W_MIN_ELEMENTS
     consts = {"HAS_WEIGHT": weight is not None, "BLOCK": launch.block, "VEC": vec, "PEEL": peel}
-    consts["num_warps"] = launch.warps
+    consts |= {"SHIFT_W": shift_w, "num_warps": launch.warps}
     with device_guard(h):
+        ws, ws_stride = _shifted_weight(weight, n_cols, vec) if shift_w else (w, 0)
         if one_chunk:
             dot = rstd  # not read: mean(g * h) comes from the row in registers
             n_dots = 1
@@ -1417,12 +1425,13 @@ def _backward(
             per_dot, n_dots = _dot_slices(n_rows, width, launch.block, chunks_per_split, sms)
             dot = scratch((n_rows, n_dots), torch.float32, h.device)
             launchable(_bwd_dot_kernel)[(n_rows, n_dots)](
-                dy, h, w, dot, n_cols, per_dot, *strides, STEP=BWD_DOT_STEP, **consts
+                dy, h, w, ws, dot, n_cols, ws_stride, per_dot, *strides, STEP=BWD_DOT_STEP, **consts
             )
         launchable(_bwd_kernel)[(n_parts, n_split)](
             dy,
             h,
             w,
+            ws,
             rstd,
             dot,
             dhh,
@@ -1431,6 +1440,7 @@ def _backward(
             dw_part,
             n_rows,
             n_cols,
+            ws_stride,
             chunks_per_split,
             n_dots,
             *strides,
@@ -1444,7 +1454,10 @@ def _backward(
             PREFETCH=launch.prefetch,
             WEIGHT_EACH_ROW=launch.weight_each_row,
             maxnreg=launch.max_registers,
-            **consts,
+            # A program that holds the weight across its rows loads it once a
+            # chunk: the shifted copies would save little there, and cost
+            # registers (4 bytes spilled a thread at 4096x4097 float16).
+            **consts | {"SHIFT_W": shift_w and launch.weight_each_row},
         )
         if dw is not None:
             # About four column blocks per SM, each summing every partial row:
