@@ -19,7 +19,9 @@ Paths: ``add`` (dense and strided kernels) in each dtype; ``row_sum``,
 ``softmax``, ``rms_norm`` and ``residual_rms_norm`` with each row plan forced
 (block; looped and split with several chunks), forward and backward, one dtype
 per plan so each dtype runs once per operator, at an aligned and a peeled
-(odd) width; the softmax's cooperative split on few wide rows; and the row sum's block plan
+(odd) width; the softmax's cooperative split on few wide rows; RMSNorm and
+residual RMSNorm at enough peeled rows to read the weight's shifted copies;
+and the row sum's block plan
 on rows narrow enough that a program sums several; GEMM forward with every
 tile of the Hopper path and every autotuning config of the pointer path
 (operands row-major), with the first of each path on the backward's operand
@@ -56,6 +58,7 @@ from kernel_portfolio.bench.runner import EPS, check, make_inputs  # noqa: E402
 from kernel_portfolio.bench.suites import Case  # noqa: E402
 from kernel_portfolio.contracts import interpreter_enabled  # noqa: E402
 from kernel_portfolio.ops import matmul as mm  # noqa: E402
+from kernel_portfolio.ops import rms_norm  # noqa: E402
 
 ROW_OPS = ("row_sum", "softmax", "rms_norm", "residual_rms_norm")
 DTYPES = ("float16", "bfloat16", "float32")
@@ -81,6 +84,9 @@ SHAPES = {
 #: Few wide rows whose auto plan is the cooperative split forward (one launch,
 #: programs waiting on each other: never under the interpreter), aligned and peeled.
 COOPERATIVE_ROWS = ((4, 32768), (3, 50257))
+#: Width of the RMSNorm paths whose weight is read from its shifted copies
+#: (``ops.rms_norm.SHIFT_W_MIN_ELEMENTS``; never under the interpreter).
+SHIFTED_WIDTH = 50257
 
 
 def _row_plan(kind: str, shape: tuple[int, int], chunk: int, splits: int, dtype: str):
@@ -166,6 +172,12 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
             case,
             _row_fn("softmax", "auto"),
         )
+    # Peeled RMSNorm rows past SHIFT_W_MIN_ELEMENTS: the weight's shifted copies.
+    for op in () if small else ("rms_norm", "residual_rms_norm"):
+        rows = (plans.cdiv(rms_norm.SHIFT_W_MIN_ELEMENTS, SHIFTED_WIDTH), SHIFTED_WIDTH)
+        case = Case(op, "fwdbwd", rows, "bfloat16", "events", ("ours", "torch"))
+        label = f"{op} shifted weight {rows[0]}x{rows[1]} bfloat16 fwd+bwd"
+        yield label, case, _row_fn(op, "auto")
     narrow = (s["rows"][0][0], s["rows"][0][1] // 10)  # several rows a row-sum block program
     plan = _row_plan("block", narrow, s["chunk"], s["splits"], "float16")
     case = Case("row_sum", "fwdbwd", narrow, "float16", "events", ("ours", "torch"))

@@ -579,6 +579,12 @@ def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
                 width = f" {dtype} {rows[1]} columns "
                 assert any(lab.startswith(f"{op} {kind} ") and width in lab for lab in labels)
     assert sum(lab.startswith("softmax cooperative ") for lab in labels) == 2
+    shifted = [c for lab, c, _ in sanitize_paths.paths(small=False) if "shifted weight" in lab]
+    assert {c.op for c in shifted} == {"rms_norm", "residual_rms_norm"}
+    assert all(
+        c.shape[0] * c.shape[1] >= sanitize_paths.rms_norm.SHIFT_W_MIN_ELEMENTS and c.shape[1] % 8
+        for c in shifted
+    )  # peeled, and past the threshold
     assert sum(lab.startswith("matmul tma ") and " nn " in lab for lab in labels) == len(
         sanitize_paths.mm.TMA_TILES
     )
