@@ -11,6 +11,8 @@
 #                                                 # and 2 (~6 min; fit them on the CPU after)
 #   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh suites  # the models suite,
 #                                                 # then the default suite (~8 min)
+#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh ab NAME  # scripts/NAME_ab.py,
+#                                                 # an A/B that a constant will cite
 #
 # Order: checks first (a wrong kernel makes every timing moot), then gemm and chunks,
 # whose results choose constants (ops/matmul.py, plan_rule.py: commit them), then suites
@@ -23,14 +25,20 @@
 #   gemm:   h200/gemm_tune.json + .log                    -> results/h200/
 #   chunks: h200/chunk_rules_run1.json, _run2 (+ .log)    -> results/h200/ (kp results --import)
 #   suites: h200/models.json, h200/default.json (+ .log)  -> results/h200/ (kp results --import)
+#   ab:     checks/NAME-ab-<stamp>.log                    -> results/<gpu>/checks/
 #
 # Timed phases run alone on the GPU: anything else on the machine moves their numbers.
 # KP_GIT_COMMIT names the full commit measured (every result records it): the machine's
 # copy of the tree carries an older .git. Wheels in .whl/ (Liger-Kernel) install to /tmp/site.
 set -u
-phase=${1:?usage: h200_session.sh checks|gemm|chunks|suites}
-case $phase in checks | gemm | chunks | suites) ;; *)
-    echo "unknown phase $phase (checks, gemm, chunks or suites)" >&2
+phase=${1:?usage: h200_session.sh checks|gemm|chunks|suites|ab NAME}
+case $phase in checks | gemm | chunks | suites) ;;
+ab)
+    ab=${2:?usage: h200_session.sh ab NAME (runs scripts/NAME_ab.py)}
+    [[ -f scripts/${ab}_ab.py ]] || { echo "no scripts/${ab}_ab.py" >&2; exit 2; }
+    ;;
+*)
+    echo "unknown phase $phase (checks, gemm, chunks, suites or ab)" >&2
     exit 2
     ;;
 esac
@@ -89,6 +97,12 @@ chunks)
         --budget-s "$(($(left 575) - 40))" --out "$R/h200" >"$R/chunk2.out" 2>&1
     say "chunk rules run 2: exit $?"
     grep -h "cells" "$R"/chunk*.out | tail -n 4
+    ;;
+ab)
+    log="$R/checks/${ab//_/-}-ab-$(stamp).log"
+    timeout "$(left 575)" python3 "scripts/${ab}_ab.py" >"$log" 2>&1
+    say "A/B $ab: exit $?"
+    tail -n 12 "$log"
     ;;
 suites)
     for suite in models default; do
