@@ -52,7 +52,7 @@ or a tile and the one to take when the first would leave the SMs idle, and
 the most split-K runs, one of :data:`MAX_SPLITS`) give the best geometric
 mean of the measured ratio over the bucket's cells, both dtypes and every
 ``(N, K)``; the combination with the best mean over all cells wins, and the
-rows and constants to set in ``gemm_rule.py`` are printed as code, with the
+rows and constants to set in ``ops/gemm_rule.py`` are printed as code, with the
 fit's score on each layer shape left out of it in turn. Then ours against the targets, the
 float32 candidates with their errors, and forward and backward against the
 committed suite's ratio at the same shape.
@@ -654,7 +654,7 @@ def forward_table(data: dict) -> dict:
 @contextlib.contextmanager
 def rule_constants(**values):
     """``gemm_rule``'s plan table and constants set to ``values`` for the block, then restored."""
-    from kernel_portfolio import gemm_rule
+    from kernel_portfolio.ops import gemm_rule
 
     saved = {name: getattr(gemm_rule, name) for name in values}
     for name, value in values.items():
@@ -673,7 +673,7 @@ def row_score(row: tuple, members: list, sms: int) -> float | None:
     ``(ratios, M, N, K)``. None when a planned candidate was not timed (or
     failed) at some member.
     """
-    from kernel_portfolio import gemm_rule
+    from kernel_portfolio.ops import gemm_rule
     from kernel_portfolio.ops import matmul as mm
 
     got = []
@@ -851,7 +851,7 @@ def summary(data: dict) -> list[str]:
             f"fit: {best['gmean']:.3f} over {best['cells']} cells; on a layer shape left out "
             f"of its fit: {_fmt(unseen and unseen[0], '.3f')} over {unseen and unseen[1]}; "
             f"ours as measured: {_fmt(_geomean(now), '.3f')} over {len(now)}. "
-            "Set in gemm_rule.py:"
+            "Set in ops/gemm_rule.py:"
         )
         lines += ["    " + line for line in table_code(best)]
     lines.append("== ours / cuBLAS, forward (* under the target: 0.90 from M=64, 0.97 from 1024)")

@@ -53,12 +53,12 @@ from collections.abc import Callable, Iterator  # noqa: E402
 import torch  # noqa: E402
 
 import kernel_portfolio as kp  # noqa: E402
-from kernel_portfolio import gemm_rule, plans  # noqa: E402
+from kernel_portfolio import plans  # noqa: E402
 from kernel_portfolio.bench.runner import EPS, check, make_inputs  # noqa: E402
 from kernel_portfolio.bench.suites import Case  # noqa: E402
 from kernel_portfolio.contracts import interpreter_enabled  # noqa: E402
+from kernel_portfolio.ops import gemm_rule, rms_norm  # noqa: E402
 from kernel_portfolio.ops import matmul as mm  # noqa: E402
-from kernel_portfolio.ops import rms_norm  # noqa: E402
 
 ROW_OPS = ("row_sum", "softmax", "rms_norm", "residual_rms_norm")
 DTYPES = ("float16", "bfloat16", "float32")

@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import gemm_tune  # noqa: E402
 
-from kernel_portfolio import gemm_rule  # noqa: E402
 from kernel_portfolio.contracts import interpreter_enabled  # noqa: E402
+from kernel_portfolio.ops import gemm_rule  # noqa: E402
 from kernel_portfolio.ops import matmul as mm  # noqa: E402
 from kernel_portfolio.results import load  # noqa: E402
 

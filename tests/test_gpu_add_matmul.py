@@ -20,8 +20,9 @@ from test_matmul import _assert_exact, _integer_operands, _operands, _tol
 from torch.library import opcheck
 
 import kernel_portfolio as kp
-from kernel_portfolio import gemm_rule, reference
+from kernel_portfolio import reference
 from kernel_portfolio.contracts import stream_buffer
+from kernel_portfolio.ops import gemm_rule
 from kernel_portfolio.ops import matmul as mm
 
 pytestmark = pytest.mark.gpu

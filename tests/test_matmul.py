@@ -30,8 +30,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.library import opcheck
 
 import kernel_portfolio as kp
-from kernel_portfolio import gemm_rule, reference
+from kernel_portfolio import reference
 from kernel_portfolio.contracts import stream_buffer
+from kernel_portfolio.ops import gemm_rule
 from kernel_portfolio.ops import matmul as mm
 
 pytestmark = pytest.mark.interpreter
@@ -661,7 +662,7 @@ _AOT_SCRIPT = textwrap.dedent(
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from kernel_portfolio.arch import count_instructions, ptxas_for
-    from kernel_portfolio import gemm_rule
+    from kernel_portfolio.ops import gemm_rule
     from kernel_portfolio.ops import matmul as mm
 
     TMA_INTS = ["M", "N", "K", "stride_a", "stride_b", "stride_c", "split_k"]

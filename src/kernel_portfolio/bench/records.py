@@ -20,7 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kernel_portfolio.bench.suites import OPS, OPS_GLOB, SUITES, Case
+from kernel_portfolio.bench.suites import (
+    HARNESS_SOURCES,
+    OPS_GLOB,
+    PLAN_RULE_SOURCE,
+    PLANS_SOURCE,
+    SUITES,
+    Case,
+)
 from kernel_portfolio.results import SCHEMA_VERSION, source_hashes
 from kernel_portfolio.results.schema import quantiles
 
@@ -158,15 +165,10 @@ def build_case_record(
 
 
 def bench_sources(root: str | Path) -> dict[str, str]:
-    """Hashes of every file the harness's numbers depend on: the ops, what they import, the harness.
-
-    Every file of every operator's ``depends_on`` is among them, so a case's
-    ``depends_on`` (:func:`case_record`) keeps all of its own.
-    """
+    """Hashes of every file the harness's numbers depend on: the ops, plans and the harness."""
     root = Path(root)
     ops = [Path(p).relative_to(root).as_posix() for p in glob.glob(str(root / OPS_GLOB))]
-    deps = [p for spec in OPS.values() for p in spec.depends_on()]
-    return source_hashes(root, sorted({*ops, *deps}))
+    return source_hashes(root, [*ops, PLANS_SOURCE, PLAN_RULE_SOURCE, *HARNESS_SOURCES])
 
 
 def copy_record(nbytes: int, samples_ms: list[float]) -> dict:

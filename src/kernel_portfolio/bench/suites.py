@@ -46,8 +46,14 @@ HARNESS_SOURCES = (
     "src/kernel_portfolio/bench/runner.py",
     "src/kernel_portfolio/bench/records.py",
 )
-#: Glob (repo-relative) of the operator files; all of them are hashed into every result.
+#: Glob (repo-relative) of the operator files and their helpers (the peeling
+#: helpers, the GEMM's plan table); all of them are hashed into every result.
 OPS_GLOB = "src/kernel_portfolio/ops/*.py"
+#: The row plans and the constants of their ``auto`` rule, also hashed into every
+#: result. An operator's ``depends_on`` names the files it imports
+#: (:func:`imported_sources`), all of which these and ``OPS_GLOB`` cover.
+PLANS_SOURCE = "src/kernel_portfolio/plans.py"
+PLAN_RULE_SOURCE = "src/kernel_portfolio/plan_rule.py"
 #: The package's source folder, repo-relative, and on disk.
 _PACKAGE_DIR = "src/kernel_portfolio"
 _PACKAGE_PATH = Path(__file__).resolve().parents[1]

@@ -44,7 +44,7 @@ Both accumulate in float32 and compute offsets in int64 where they can pass
 precision ``gemm_rule.FP32_PRECISION``.
 
 Plans and tuning. The Hopper kernel's tile and split-K count come from a
-measured table, :mod:`kernel_portfolio.gemm_rule` (its ``TMA_RULES`` and
+measured table, :mod:`kernel_portfolio.ops.gemm_rule` (its ``TMA_RULES`` and
 constants, read by :func:`_tma_plan`): ``M`` rounded up to a power of two
 (:func:`_bucket`) picks a row of tiles, and the counts of output tiles
 against the SMs pick a tile of the row and the split of ``K``
@@ -109,7 +109,7 @@ import triton
 import triton.language as tl
 from torch.library import triton_op
 
-from kernel_portfolio import gemm_rule, plans
+from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
     check_same,
     check_tensor,
@@ -122,6 +122,7 @@ from kernel_portfolio.contracts import (
     scratch,
     stream_buffer,
 )
+from kernel_portfolio.ops import gemm_rule
 
 # ---------------------------------------------------------------------------
 # Kernels
