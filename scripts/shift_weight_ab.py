@@ -22,15 +22,13 @@ source's constant: the site quotes the benchmark results, never this.
 
 from __future__ import annotations
 
-import statistics
-
 import torch
+from copy_floor import interleaved_medians, setup
 
 from kernel_portfolio import plans
 from kernel_portfolio.bench import timing
 from kernel_portfolio.ops import rms_norm
 
-VISITS, SAMPLES = 6, 20
 ROWS = (1, 8, 32, 132, 512, 4096, 16384)
 #: Widths (bfloat16): a hidden size past a power of two (block plan), vocabularies.
 WIDTHS = (4097, 30522, 50257, 151937)
@@ -59,15 +57,6 @@ def _inputs(m: int, n: int, op: str):
     return (lambda: rms_norm._forward(x, r, w, 1e-6, plan, y, h, None)), (y, h)
 
 
-def _medians(calls: dict, flush, lead_ms: float) -> dict:
-    names = list(calls)
-    times = {name: [] for name in names}
-    for visit in range(VISITS):
-        for name in names if visit % 2 == 0 else names[::-1]:
-            times[name] += timing.time_events(calls[name], SAMPLES, flush=flush, lead_ms=lead_ms)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def _set(threshold: int):
     def call_with(call):
         def run():
@@ -80,16 +69,8 @@ def _set(threshold: int):
 
 
 def main() -> None:
-    if not torch.cuda.is_available():
-        raise SystemExit("shift_weight_ab: needs a CUDA device")
-    torch.manual_seed(0)
+    flush, copy_gbps = setup()
     shipped = rms_norm.SHIFT_W_MIN_ELEMENTS
-    props = torch.cuda.get_device_properties(0)
-    flush = timing.L2Flusher(getattr(props, "L2_cache_size", None))
-    timing.busy(500)
-    nbytes, copy_ms = timing.copy_bandwidth()
-    copy_gbps = nbytes / statistics.median(copy_ms) / 1e6
-    print(f"{props.name}; copy bandwidth {copy_gbps:.0f} GB/s; torch {torch.__version__}")
     print(f"shipped SHIFT_W_MIN_ELEMENTS = {shipped}\n")
     print(f"{'op':<9} {'rows x cols':>14} {'on us':>9} {'off us':>9} {'on/off':>7} "
           f"{'on %copy':>9} {'off %copy':>9} {'aligned %copy':>13}")  # fmt: skip
@@ -111,7 +92,7 @@ def main() -> None:
                 lead = timing.lead_for(call)
                 calls = {name: _set(t)(call) for name, t in SETTINGS.items()}
                 calls["aligned"] = _set(SETTINGS["off"])(aligned)
-                med = _medians(calls, flush, lead)
+                med = interleaved_medians(calls, flush, lead)
                 rms_norm.SHIFT_W_MIN_ELEMENTS = shipped
                 tensors = {"rms_norm": 2, "residual": 4, "bwd": 3}[op]
                 pct = {
