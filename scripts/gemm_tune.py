@@ -53,9 +53,9 @@ the most split-K runs, one of :data:`MAX_SPLITS`) give the best geometric
 mean of the measured ratio over the bucket's cells, both dtypes and every
 ``(N, K)``; the combination with the best mean over all cells wins, and the
 rows and constants to set in ``ops/gemm_rule.py`` are printed as code, with the
-fit's score on each layer shape left out of it in turn. Then ours against the targets, the
-float32 candidates with their errors, and forward and backward against the
-committed suite's ratio at the same shape.
+fit's score on each layer shape left out of it in turn. Then ours against the
+targets, the float32 candidates with their errors, and forward and backward
+against the committed suite's ratio at the same shape.
 """
 
 from __future__ import annotations
@@ -113,9 +113,9 @@ FIT_GRID = {
     "SPLIT_K_MIN_RUN": (512, 1024, 2048),
 }
 #: A two-tile row starts with one of the bucket's this many best single tiles.
-#: On the H100 sweep (``results/archive/h100-80gb-hbm3/``, the one ``gemm_rule``
-#: cites) any first tile fitted the cells better and scored no better on the
-#: layer shapes left out of the fit (:func:`held_out`): the wider search fitted cells, not a class.
+#: On the H100 sweep that ``gemm_rule`` cites any first tile fitted the cells
+#: better and scored no better on the layer shapes left out of the fit
+#: (:func:`held_out`): the wider search fitted cells, not a class.
 FIRST_TILES = 3
 #: A bucket keeps the previous bucket's row when that row's mean is within
 #: this share of the best row's: a tile changes where the gain shows over the
