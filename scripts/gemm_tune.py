@@ -719,16 +719,11 @@ def _choose_rows(by_bucket: dict, sms: int) -> dict | None:
         if not options:
             return None
         row = max(options, key=options.get)
-        fronts = {
-            wider: score
-            for name in names
-            if name not in row[0]
-            for wider in [((name, *row[0]), row[1])]
-            if (score := row_score(wider, members, sms)) is not None
-        }
-        front = max(fronts, key=fronts.get, default=None)
-        if front is not None and fronts[front] > (1 + MERGE_WITHIN) * options[row]:
-            options[front] = fronts[front]  # a wider tile first, where it alone fills the waves
+        fronts = {((name, *row[0]), row[1]) for name in names if name not in row[0]}
+        scored = {f: s for f in fronts if (s := row_score(f, members, sms)) is not None}
+        front = max(scored, key=scored.get, default=None)
+        if front is not None and scored[front] > (1 + MERGE_WITHIN) * options[row]:
+            options[front] = scored[front]  # a wider tile first, where it alone fills the waves
             row = front
         previous = rows[max(rows)][0] if rows else None
         if previous in options and options[previous] >= (1 - MERGE_WITHIN) * options[row]:

@@ -21,8 +21,8 @@ Paths: ``add`` (dense and strided kernels) in each dtype; ``row_sum``,
 per plan so each dtype runs once per operator, at an aligned and a peeled
 (odd) width; the softmax's cooperative split on few wide rows; RMSNorm and
 residual RMSNorm at enough peeled rows to read the weight's shifted copies;
-and the row sum's block plan
-on rows narrow enough that a program sums several; GEMM forward with every
+and the row sum's block plan on rows narrow enough that a program sums
+several; GEMM forward with every
 tile of the Hopper path and every autotuning config of the pointer path
 (operands row-major), with the first of each path on the backward's operand
 layouts (A or B column-major), and split-K on the Hopper path. The GEMM

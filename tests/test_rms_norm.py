@@ -457,6 +457,16 @@ def test_peeled_rows_read_the_shifted_weight(plan, shape, dtype, op, device, mon
     assert {"_fwd_block_kernel", "_fwd_looped_kernel", "_fwd_split_kernel"} & set(shifted)
     assert shifted.get("_bwd_kernel") == (shape == (4, 12289))  # the case that loads it each row
     assert all(kw["PEEL"] for _, _, kw in launches if "SHIFT_W" in kw)
+    # Each copy of the weight is read: a launch with SHIFT_W follows it before
+    # the next copy (the forward's, then the backward's where one of its reads it).
+    pending = None
+    for name, _, kw in launches:
+        if name == "_shift_weight_kernel":
+            assert pending is None, "a shifted copy nothing read"
+            pending = name
+        elif kw.get("SHIFT_W"):
+            pending = None
+    assert pending is None, "a shifted copy nothing read"
     assert "_shift_weight_kernel" in {name for name, _, _ in launches}
 
 

@@ -63,16 +63,15 @@ TMA_RULES = (
 #: ``_split_k`` to stop adding runs, and for ``_tma_plan`` to take the tile
 #: before the next tile of its row. A 1024x6144 output is 192 tiles of
 #: 128x256 for 132 SMs, two waves 73% busy, and 384 tiles of 128x128, three
-#: waves 97% busy. From ``scripts/gemm_tune.py`` (the sweep above:
-#: the summary's fitted constants, every combination of its ``FIT_GRID``
-#: scored on the measured cells).
+#: waves 97% busy. From ``scripts/gemm_tune.py`` (the sweep above: the
+#: summary's fitted constants, every combination of its ``FIT_GRID`` scored on
+#: the measured cells).
 WAVE_FILL = 0.8
 
 #: Split-K (``_split_k``): the shortest run of ``K`` worth splitting off. From
-#: ``scripts/gemm_tune.py`` (the sweep above: the
-#: summary's fitted constants; the sweep times every tile at every count up to
-#: its ``MAX_SPLIT`` that fills the waves better than fewer runs do, the counts
-#: the rule can take).
+#: ``scripts/gemm_tune.py`` (the sweep above: the summary's fitted constants;
+#: the sweep times every tile at every count up to its ``MAX_SPLIT`` that
+#: fills the waves better than fewer runs do, the counts the rule can take).
 SPLIT_K_MIN_RUN = 512
 
 #: Split-K whatever the row's ``max_split``: up to :data:`LONG_K_SPLIT` runs of
@@ -93,9 +92,9 @@ LONG_K_SPLIT = 4
 #: a TF32 remainder and sums three tensor-core products in float32 (the
 #: remainders' product, below float32's rounding, is left out); ``"ieee"``
 #: multiplies in full float32 on the FMA units. ``scripts/gemm_tune.py`` times
-#: both at 4096^3 with each one's error against float64
-#: (the sweep above: tf32x3 ran faster than cuBLAS's
-#: float32 product and nearer float64 than it, ieee slower at cuBLAS's error).
+#: both at 4096^3 with each one's error against float64 (the sweep above:
+#: tf32x3 ran faster than cuBLAS's float32 product and nearer float64 than it,
+#: ieee slower at cuBLAS's error).
 #: An infinite operand makes NaN in place of infinity (its remainder is
 #: ``inf - inf``).
 FP32_PRECISION = "tf32x3"

@@ -1256,6 +1256,17 @@ SHIFT_W_MIN_ELEMENTS = 1 << 23
 SHIFT_W_BLOCK = 1024
 
 
+def _shifts_weight(peel: bool, weight: torch.Tensor | None, n_rows, n_cols) -> bool:
+    """Whether a launch of ``n_rows x n_cols`` reads the weight's shifted copies.
+
+    Peeled rows with a weight, at least :data:`SHIFT_W_MIN_ELEMENTS` of them.
+    A symbolic size (``torch.compile`` with dynamic shapes) reads the weight in
+    place, so that the graph does not guard on the row count.
+    """
+    sizes_known = type(n_rows) is int and type(n_cols) is int
+    return peel and weight is not None and sizes_known and n_rows * n_cols >= SHIFT_W_MIN_ELEMENTS
+
+
 def _shifted_weight(weight: torch.Tensor, n_cols: int, vec: int) -> tuple[torch.Tensor, int]:
     """``VEC`` copies of the weight, row ``h`` starting at column ``h``, and their row stride.
 
@@ -1305,7 +1316,7 @@ def _forward(
     row_strides = (strides[0], strides[2], n_cols)
     vec, peel = row_vec(x.element_size(), n_cols, row_strides, strides[1] == strides[3] == 1)
     width = _body_width(n_cols, vec, peel)
-    shift_w = peel and weight is not None and n_rows * n_cols >= SHIFT_W_MIN_ELEMENTS
+    shift_w = _shifts_weight(peel, weight, n_rows, n_cols)
     consts = {
         "HAS_RESIDUAL": has_res,
         "BLOCK": plan.block,
@@ -1413,11 +1424,18 @@ def _backward(
     # Partial dweight rows of n_cols padded to 16 bytes: every row starts aligned.
     stride_pm = plans.cdiv(n_cols, 4) * 4
     dw_part = scratch((n_parts, stride_pm), torch.float32, h.device) if dw is not None else rstd
-    shift_w = peel and weight is not None and n_rows * n_cols >= SHIFT_W_MIN_ELEMENTS
+    shifts = _shifts_weight(peel, weight, n_rows, n_cols)
+    # The first pass loads the weight for every row; the main kernel only with
+    # WEIGHT_EACH_ROW (a program that holds it across its rows loads it once a
+    # chunk: the copies would save little there, and their pointer cost it 4
+    # spilled bytes a thread at 4096x4097 float16).
+    dot_shift = shifts and not one_chunk
+    main_shift = shifts and launch.weight_each_row
     consts = {"HAS_WEIGHT": weight is not None, "BLOCK": launch.block, "VEC": vec, "PEEL": peel}
-    consts |= {"SHIFT_W": shift_w, "num_warps": launch.warps}
+    consts["num_warps"] = launch.warps
     with device_guard(h):
-        ws, ws_stride = _shifted_weight(weight, n_cols, vec) if shift_w else (w, 0)
+        shifted = dot_shift or main_shift
+        ws, ws_stride = _shifted_weight(weight, n_cols, vec) if shifted else (w, 0)
         if one_chunk:
             dot = rstd  # not read: mean(g * h) comes from the row in registers
             n_dots = 1
@@ -1425,7 +1443,18 @@ def _backward(
             per_dot, n_dots = _dot_slices(n_rows, width, launch.block, chunks_per_split, sms)
             dot = scratch((n_rows, n_dots), torch.float32, h.device)
             launchable(_bwd_dot_kernel)[(n_rows, n_dots)](
-                dy, h, w, ws, dot, n_cols, ws_stride, per_dot, *strides, STEP=BWD_DOT_STEP, **consts
+                dy,
+                h,
+                w,
+                ws,
+                dot,
+                n_cols,
+                ws_stride,
+                per_dot,
+                *strides,
+                STEP=BWD_DOT_STEP,
+                SHIFT_W=dot_shift,
+                **consts,
             )
         launchable(_bwd_kernel)[(n_parts, n_split)](
             dy,
@@ -1454,10 +1483,8 @@ def _backward(
             PREFETCH=launch.prefetch,
             WEIGHT_EACH_ROW=launch.weight_each_row,
             maxnreg=launch.max_registers,
-            # A program that holds the weight across its rows loads it once a
-            # chunk: the shifted copies would save little there, and cost
-            # registers (4 bytes spilled a thread at 4096x4097 float16).
-            **consts | {"SHIFT_W": shift_w and launch.weight_each_row},
+            SHIFT_W=main_shift,
+            **consts,
         )
         if dw is not None:
             # About four column blocks per SM, each summing every partial row:

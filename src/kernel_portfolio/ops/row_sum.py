@@ -127,7 +127,7 @@ def _chunked_sum(
     a program has ``STEP`` chunks in flight (see the module docstring). A
     chunk is loaded as ``BLOCK // VEC`` vectors of ``VEC`` columns, each held
     by one thread and summed there before it is added in: the float32
-    accumulator holds a vector's sum, not ``VEC`` columns .
+    accumulator holds a vector's sum, not ``VEC`` columns.
     """
     GROUP: tl.constexpr = VEC if VEC <= BLOCK else BLOCK  # a chunk narrower than a vector
     acc = tl.zeros((BLOCK // GROUP,), tl.float32)
