@@ -85,7 +85,8 @@ SHAPES = {
 #: programs waiting on each other: never under the interpreter), aligned and peeled.
 COOPERATIVE_ROWS = ((4, 32768), (3, 50257))
 #: Width of the RMSNorm paths whose weight is read from its shifted copies
-#: (``ops.rms_norm.SHIFT_W_MIN_ELEMENTS``; never under the interpreter).
+#: (``ops.rms_norm.SHIFT_W_MIN_ELEMENTS`` and ``SHIFT_W_BWD_MIN_ELEMENTS``;
+#: never under the interpreter).
 SHIFTED_WIDTH = 50257
 
 
@@ -172,9 +173,10 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
             case,
             _row_fn("softmax", "auto"),
         )
-    # Peeled RMSNorm rows past SHIFT_W_MIN_ELEMENTS: the weight's shifted copies.
+    # Peeled RMSNorm rows past both thresholds: the weight's shifted copies.
+    least = max(rms_norm.SHIFT_W_MIN_ELEMENTS, rms_norm.SHIFT_W_BWD_MIN_ELEMENTS)
     for op in () if small else ("rms_norm", "residual_rms_norm"):
-        rows = (plans.cdiv(rms_norm.SHIFT_W_MIN_ELEMENTS, SHIFTED_WIDTH), SHIFTED_WIDTH)
+        rows = (plans.cdiv(least, SHIFTED_WIDTH), SHIFTED_WIDTH)
         case = Case(op, "fwdbwd", rows, "bfloat16", "events", ("ours", "torch"))
         label = f"{op} shifted weight {rows[0]}x{rows[1]} bfloat16 fwd+bwd"
         yield label, case, _row_fn(op, "auto")

@@ -581,10 +581,11 @@ def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
     assert sum(lab.startswith("softmax cooperative ") for lab in labels) == 2
     shifted = [c for lab, c, _ in sanitize_paths.paths(small=False) if "shifted weight" in lab]
     assert {c.op for c in shifted} == {"rms_norm", "residual_rms_norm"}
+    rms = sanitize_paths.rms_norm
+    least = max(rms.SHIFT_W_MIN_ELEMENTS, rms.SHIFT_W_BWD_MIN_ELEMENTS)
     assert all(
-        c.shape[0] * c.shape[1] >= sanitize_paths.rms_norm.SHIFT_W_MIN_ELEMENTS and c.shape[1] % 8
-        for c in shifted
-    )  # peeled, and past the threshold
+        c.shape[0] * c.shape[1] >= least and c.shape[1] % 8 for c in shifted
+    )  # peeled, and past both thresholds
     assert sum(lab.startswith("matmul tma ") and " nn " in lab for lab in labels) == len(
         sanitize_paths.mm.TMA_TILES
     )

@@ -84,6 +84,30 @@ def test_block_warps_follow_the_row_not_its_power_of_two_block(n_cols, elem_byte
 
 
 @pytest.mark.parametrize(
+    ("n_cols", "warps_many", "warps_few"),
+    [(3584, 4, 8), (1536, 2, 4), (5120, 8, 16), (4096, 8, 8), (896, 1, 1), (16384, 16, 16)],
+)
+def test_block_warps_round_up_at_no_more_rows_than_sms(n_cols, warps_many, warps_few):
+    # Each of at most sm_count rows has an SM to itself: its warps round up
+    # (3584 bfloat16 columns, seven vectors of two a thread: 8 warps, not 4).
+    def warps(n_rows):
+        return choose(n_rows, n_cols, elem_bytes=2, sm_count=132, plan="block").num_warps
+
+    assert [warps(1), warps(132), warps(133), warps(4096)] == [warps_few] * 2 + [warps_many] * 2
+
+
+def test_a_symbolic_row_count_rounds_block_warps_down():
+    # Under torch.compile with dynamic shapes the row count is symbolic: the
+    # rule must not compare it (a guard), so its warps are those of many rows.
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    rows = env.create_unbacked_symint()
+    plan = choose(rows, 3584, elem_bytes=2, sm_count=132, plan="block")
+    assert plan.num_warps == 4
+
+
+@pytest.mark.parametrize(
     ("n_cols", "block", "pieces"),
     [
         (4104, 8192, (4096, 8)),  # just past a power of two: a main block and a tail
@@ -124,16 +148,19 @@ def test_block_pieces_follow_plan_rule(min_block, divisor, n_cols, block, pieces
 
 
 def test_plan_of_a_given_width_does_not_depend_on_row_count():
-    """Block and looped plans (the kernels' constexprs) are the same for every batch size."""
+    """Block and looped plans (the kernels' constexprs) are the same for every batch
+    size, but for one step: a block plan's warps at no more rows than SMs."""
     for n_cols, elem_bytes, sms in itertools.product(WIDTHS, ELEM_BYTES, SM_COUNTS):
         for kind in ("block", "looped"):
             if kind == "block" and n_cols > plans.MAX_BLOCK_COLS:
                 continue
-            seen = {
-                choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms, plan=kind)
-                for n_rows in ROWS
-            }
-            assert len(seen) == 1, (n_cols, elem_bytes, sms, kind, seen)
+            for few in (True, False):
+                rows = [n for n in ROWS if (n <= sms) == few or kind == "looped"]
+                seen = {
+                    choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms, plan=kind)
+                    for n_rows in rows
+                }
+                assert len(seen) <= 1, (n_cols, elem_bytes, sms, kind, seen)
 
 
 def test_split_uses_more_programs_when_rows_are_fewer():

@@ -234,9 +234,9 @@ GPU_CASES = [
                  _randn(4104, dtype=torch.bfloat16, device=d)), (1e-6, "auto"))),
     ("row_sum-split", row_sum_ops._row_sum_checked, row_sum_ops._REPLAYS,
      lambda d: ((_randn(4, 32769, device=d),), (None, plans.RowPlan("split", 1024, 4, 7)))),
-    # Peeled rows past SHIFT_W_MIN_ELEMENTS: the weight's shifted copies are scratch.
+    # Peeled rows past both SHIFT_W thresholds: the weight's shifted copies are scratch.
     ("rms_norm-shifted-weight", rms_ops._rms_norm_checked, rms_ops._RMS_NORM_REPLAYS,
-     lambda d: ((_randn(256, 50257, dtype=torch.bfloat16, device=d),
+     lambda d: ((_randn(700, 50257, dtype=torch.bfloat16, device=d),
                  _randn(50257, dtype=torch.bfloat16, device=d)), (1e-6, "auto"))),
 ]  # fmt: skip
 

@@ -76,11 +76,12 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   column (head plus body column), so in a peeled launch the body's weight
   loads and partial ``dweight`` stores are not 16-byte aligned and move one
   element an instruction; the weight comes from L1/L2, a partial ``dweight``
-  row is written once a program. A large peeled forward or backward
-  (:data:`SHIFT_W_MIN_ELEMENTS`) first copies the weight into ``VEC`` rows,
-  row ``h`` starting at column ``h`` (``_shift_weight_kernel``), and a row
-  whose head is ``h`` reads its body's weight from row ``h``, in 16-byte
-  vectors. The partial ``dweight`` rows are ``N``
+  row is written once a program. A large peeled looped or split forward
+  without a residual (:data:`SHIFT_W_MIN_ELEMENTS`), or a large peeled
+  backward (:data:`SHIFT_W_BWD_MIN_ELEMENTS`), first copies the weight into
+  ``VEC`` rows, row ``h`` starting at column ``h`` (``_shift_weight_kernel``),
+  and a row whose head is ``h`` reads its body's weight from row ``h``, in
+  16-byte vectors. The partial ``dweight`` rows are ``N``
   padded to a multiple of 4 floats, so that the reduction reads 16-byte
   vectors at any ``N``.
 
@@ -396,13 +397,11 @@ def _fwd_block_kernel(
     x_ptr,
     r_ptr,
     w_ptr,
-    ws_ptr,
     y_ptr,
     h_ptr,
     rstd_ptr,
     first_row,
     n_cols,
-    ws_stride,
     stride_xm,
     stride_xn,
     stride_rm,
@@ -415,12 +414,12 @@ def _fwd_block_kernel(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
-    SHIFT_W: tl.constexpr,
 ):
     """Block plan: program ``p`` takes row ``first_row + p``, held in registers.
 
     A program per row (:func:`kernel_portfolio.plans.block_launches`).
-    ``rstd_ptr`` is written only when ``STORE_RSTD``.
+    ``rstd_ptr`` is written only when ``STORE_RSTD``. The weight is read in
+    place, never from its shifted copies (:func:`_shifts_weight`).
     """
     row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
     head = row_head(row64 * stride_xm, VEC, PEEL)
@@ -429,7 +428,7 @@ def _fwd_block_kernel(
         r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL),
         h_ptr + body_offset(row64, n_cols, head, VEC, PEEL),
         y_ptr + body_offset(row64, n_cols, head, VEC, PEEL),
-        _weight_row(w_ptr, ws_ptr, head, ws_stride, VEC, SHIFT_W),
+        w_ptr + head,
         w_ptr + head,
         head,
         body_width(n_cols, head, VEC, PEEL),
@@ -1245,26 +1244,39 @@ def _partial_rows(n_rows: int, programs: int, n_split: int, vec: int, peel: bool
     return min(n_rows, plans.cdiv(parts, vec) * vec) if peel else parts
 
 
-#: Least ``rows * columns`` of a peeled forward or backward with a weight for which the
-#: weight is first copied into ``VEC`` rows, each shifted by one more column
-#: (:func:`_shifted_weight`), so that every row's body reads its weight in
-#: 16-byte vectors. The copy is one more launch and ``VEC`` weights of bytes;
-#: the gain is a row's worth of narrow weight loads on every row. Unmeasured:
-#: the break-even of one launch against the loads a row saves.
+#: Least ``rows * columns`` of a peeled RMSNorm forward (no residual, looped or
+#: split plan) for which the weight is first copied into ``VEC`` rows, each
+#: shifted by one more column (:func:`_shifted_weight`), so that every row's
+#: body reads its weight in 16-byte vectors. The copy is one more launch (about
+#: 2-3 us) and ``VEC`` weights of bytes; the gain is a row's worth of narrow
+#: weight loads on every row. On the H100 (bfloat16, cold L2,
+#: ``results/h100-80gb-hbm3/checks/shift-weight-ab-20261205T1737Z.log``) the
+#: copies took 9-11% off the forward at 4096 and 16384 rows of 30522 and 50257
+#: columns and 4% at 512x30522 (15.6 M elements), and cost 1-45% below 5 M
+#: elements. Where they gain nothing they stay off: the block plan (4097
+#: columns: 1.5-3% slower at 4096 and 16384 rows, already within 5% of its
+#: aligned neighbour's bandwidth) and the residual forward (0.96-1.05 of
+#: without: its two inputs and two outputs dwarf the weight's loads).
 SHIFT_W_MIN_ELEMENTS = 1 << 23
+#: The same for the backward (any plan, with or without a residual): the copies
+#: took 5-6% off 4096 and 16384 rows of 50257 columns and 2% off 4096x151937,
+#: changed nothing at 30522 columns, and cost 2-3% at 512x30522 and
+#: 132x151937 (15.6 M and 20 M elements; same log).
+SHIFT_W_BWD_MIN_ELEMENTS = 1 << 25
 #: Columns a program of :func:`_shift_weight_kernel` copies.
 SHIFT_W_BLOCK = 1024
 
 
-def _shifts_weight(peel: bool, weight: torch.Tensor | None, n_rows, n_cols) -> bool:
+def _shifts_weight(peel: bool, weight: torch.Tensor | None, n_rows, n_cols, least: int) -> bool:
     """Whether a launch of ``n_rows x n_cols`` reads the weight's shifted copies.
 
-    Peeled rows with a weight, at least :data:`SHIFT_W_MIN_ELEMENTS` of them.
-    A symbolic size (``torch.compile`` with dynamic shapes) reads the weight in
+    Peeled rows with a weight, at least ``least`` elements of them
+    (:data:`SHIFT_W_MIN_ELEMENTS`, :data:`SHIFT_W_BWD_MIN_ELEMENTS`). A
+    symbolic size (``torch.compile`` with dynamic shapes) reads the weight in
     place, so that the graph does not guard on the row count.
     """
     sizes_known = type(n_rows) is int and type(n_cols) is int
-    return peel and weight is not None and sizes_known and n_rows * n_cols >= SHIFT_W_MIN_ELEMENTS
+    return peel and weight is not None and sizes_known and n_rows * n_cols >= least
 
 
 def _shifted_weight(weight: torch.Tensor, n_cols: int, vec: int) -> tuple[torch.Tensor, int]:
@@ -1316,7 +1328,11 @@ def _forward(
     row_strides = (strides[0], strides[2], n_cols)
     vec, peel = row_vec(x.element_size(), n_cols, row_strides, strides[1] == strides[3] == 1)
     width = _body_width(n_cols, vec, peel)
-    shift_w = _shifts_weight(peel, weight, n_rows, n_cols)
+    shift_w = (
+        not has_res
+        and plan.kind != "block"
+        and _shifts_weight(peel, weight, n_rows, n_cols, SHIFT_W_MIN_ELEMENTS)
+    )
     consts = {
         "HAS_RESIDUAL": has_res,
         "BLOCK": plan.block,
@@ -1327,16 +1343,12 @@ def _forward(
     with device_guard(x):
         ws, ws_stride = _shifted_weight(weight, n_cols, vec) if shift_w else (w, 0)
         pointers = (x, res, w, ws, y, hh, rs)
-        flags = {
-            "HAS_WEIGHT": weight is not None,
-            "STORE_RSTD": rstd is not None,
-            "SHIFT_W": shift_w,
-        }
+        flags = {"HAS_WEIGHT": weight is not None, "STORE_RSTD": rstd is not None}
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = _pieces(n_cols, plan, width)
             for first_row, programs in plans.block_launches(n_rows):
                 launchable(_fwd_block_kernel)[(programs,)](
-                    *pointers, first_row, n_cols, ws_stride, *strides, eps, **flags, **consts
+                    x, res, w, y, hh, rs, first_row, n_cols, *strides, eps, **flags, **consts
                 )
             return
         if plan.kind == "looped":
@@ -1353,6 +1365,7 @@ def _forward(
                 ONE_CHUNK=one_chunk,
                 FIRST=passes[0],
                 SECOND=passes[1],
+                SHIFT_W=shift_w,
                 **flags,
                 **consts,
             )
@@ -1376,6 +1389,7 @@ def _forward(
             chunks_per_split,
             *strides[:2],
             eps,
+            SHIFT_W=shift_w,
             **flags,
             MAX_PARTIALS=plans.MAX_SPLITS,
             **consts,
@@ -1424,7 +1438,7 @@ def _backward(
     # Partial dweight rows of n_cols padded to 16 bytes: every row starts aligned.
     stride_pm = plans.cdiv(n_cols, 4) * 4
     dw_part = scratch((n_parts, stride_pm), torch.float32, h.device) if dw is not None else rstd
-    shifts = _shifts_weight(peel, weight, n_rows, n_cols)
+    shifts = _shifts_weight(peel, weight, n_rows, n_cols, SHIFT_W_BWD_MIN_ELEMENTS)
     # The first pass loads the weight for every row; the main kernel only with
     # WEIGHT_EACH_ROW (a program that holds it across its rows loads it once a
     # chunk: the copies would save little there, and their pointer cost it 4
