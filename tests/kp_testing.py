@@ -55,21 +55,25 @@ def assert_matches(
         raise AssertionError(f"{what}: relative error {err:.3g} > {tol:g} for {dtype}")
 
 
-def first_batch_of_each_form(batches, width: int, elem_bytes: int, plan, sm_count: int) -> list:
+def first_batch_of_each_form(
+    batches, width: int, elem_bytes: int, plan, sm_count: int, extra=lambda rows: ()
+) -> list:
     """The first of ``batches`` (row counts) for each compiled form the row kernels take.
 
     A form is the plan ``plans.choose`` gives at ``width`` (its kind, chunk and
-    warps: the compile-time constants; the split count is a runtime argument)
-    and, for a split plan, whether its programs fit the SMs with one chunk each
-    (the softmax forward's cooperative launch, ``softmax._cooperative``). A new
-    batch size must compile nothing once each form has run.
+    warps: the compile-time constants; the split count is a runtime argument),
+    for a split plan whether its programs fit the SMs with one chunk each
+    (the softmax forward's cooperative launch, ``softmax._cooperative``), and
+    what ``extra(rows)`` adds (an operator's own size rules: RMSNorm's shifted
+    weight). A new batch size must compile nothing once each form has run.
     """
     firsts = {}
     for rows in batches:
         chosen = plans.choose(rows, width, elem_bytes=elem_bytes, sm_count=sm_count, plan=plan)
         per_program, n_splits = plans.split_segments(width, chosen)
         together = chosen.kind == "split" and per_program == 1 and rows * n_splits <= sm_count
-        firsts.setdefault((chosen.kind, chosen.block, chosen.num_warps, together), rows)
+        form = (chosen.kind, chosen.block, chosen.num_warps, together, *extra(rows))
+        firsts.setdefault(form, rows)
     return list(firsts.values())
 
 

@@ -272,3 +272,12 @@ def test_first_batch_of_each_form_finds_the_cooperative_split_at_both_chunks(mon
     assert first_batch_of_each_form(batches, 131072, 4, "looped", 132) == [1]
     monkeypatch.setattr(plan_rule, "COOP_CHUNK", 0)
     assert first_batch_of_each_form(batches, 131072, 4, "split", 132) == [1, 9]
+
+
+def test_first_batch_of_each_form_finds_block_warps_and_extra_forms():
+    # 3584 half-precision columns: block warps round up at no more rows than SMs;
+    # an operator's own size rule (here: past 1000 rows) is one more form.
+    batches = [1, 7, 132, 133, 500, 1000, 1001, 4096]
+    assert first_batch_of_each_form(batches, 3584, 2, "auto", 132) == [1, 133]
+    past = first_batch_of_each_form(batches, 3584, 2, "auto", 132, lambda rows: (rows > 1000,))
+    assert past == [1, 133, 1001]
