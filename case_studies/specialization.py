@@ -177,15 +177,23 @@ display(
 )
 display(HTML(pd.DataFrame(predicted).T.rename_axis("kernel").to_html()))
 assert all(predicted[k]["constexpr"] == len(shapes) for k in sweep.KERNELS)
+# The row kernels' forms without constant sizes: the block plan's BLOCK and warps.
+row_forms = {
+    (p.block, p.num_warps)
+    for p in (plans.choose(r, h, elem_bytes=2, sm_count=132, plan="block") for r, h in shapes)
+}
+assert all(predicted[k]["runtime"] == len(row_forms) for k in ("softmax", "rms_norm"))
+assert len(row_forms) == 3 and {b for b, _ in row_forms} == {4096, 8192}  # the text below
 
 # %% [markdown]
 # With every size constant, each distinct (rows, hidden) shape of the stream is a
 # compile, for every kernel: most shapes come once, so almost every request
-# compiles. The other policies compile the row kernels once per `BLOCK` (4096, or
-# 8192 for the three wider hidden sizes) and the GEMM once, plus once per hint
-# value: `default-spec` again for the width that is not divisible by 16,
-# `vec-hint` only when `VEC` changes (all four widths are multiples of 8 elements,
-# so never here).
+# compiles. The other policies compile the row kernels once per `BLOCK` and
+# warps (4096, or 8192 for the three wider hidden sizes, and at 5120 a second
+# 8192 form: at no more rows than SMs its warps round up, `plans.warps_for`) and
+# the GEMM once, plus once per hint value: `default-spec` again for the width
+# that is not divisible by 16, `vec-hint` only when `VEC` changes (all four
+# widths are multiples of 8 elements, so never here).
 #
 # ### Bytes and load instructions
 #
