@@ -426,13 +426,19 @@ display(charts.show(fig, "chunk-rules-regret"))
 #   costs a per-cell choice: the floor under which a difference between rules
 #   means nothing.
 
+
 # %% tags=["remove-input"]
-summary = {
-    (c["op"].removesuffix("-rule"), c["mode"]): c
-    for c in fitted.data["cases"]
-    if c["op"].endswith("-rule")
-}
-summary = {group: summary[group] for group in GROUPS}
+def rule_summaries(data: dict) -> dict:
+    """A fit result's summary case of each (operator, mode), in :data:`GROUPS` order."""
+    found = {
+        (c["op"].removesuffix("-rule"), c["mode"]): c
+        for c in data["cases"]
+        if c["op"].endswith("-rule")
+    }
+    return {group: found[group] for group in GROUPS}
+
+
+summary = rule_summaries(fitted.data)
 fig = make_subplots(rows=2, cols=1, subplot_titles=["mean regret", "worst regret"])
 labels = [f"{OP_NAMES[op]}<br>{mode}" for op, mode in summary]
 for col, stat in enumerate(("mean_regret_pct", "worst_regret_pct"), start=1):
@@ -696,7 +702,14 @@ display(
 # %% tags=["remove-input"]
 refit = fitting.ChunkRule(**rule_data["refit_on_scored_run"])
 names = [f.name for f in dataclasses.fields(rule)]
-moved = [n for n in names if getattr(rule, n) != getattr(refit, n)]
+
+
+def moved_settings(other: fitting.ChunkRule) -> list[str]:
+    """The settings in which ``other`` differs from the fitted rule."""
+    return [n for n in names if getattr(rule, n) != getattr(other, n)]
+
+
+moved = moved_settings(refit)
 assert rule_data["same_when_refit"] == (not moved)
 if not moved:
     display(
@@ -735,12 +748,8 @@ else:
 H100_FIT_ID = "h100-80gb-hbm3/chunk_rules_fit"
 h100 = load(ROOT / "results" / f"{H100_FIT_ID}.json")
 h100_rule = fitting.ChunkRule(**h100.data["rule"]["thresholds"])
-h100_moved = [n for n in names if getattr(rule, n) != getattr(h100_rule, n)]
-h100_summary = {
-    (c["op"].removesuffix("-rule"), c["mode"]): c
-    for c in h100.data["cases"]
-    if c["op"].endswith("-rule")
-}
+h100_moved = moved_settings(h100_rule)
+h100_summary = rule_summaries(h100.data)
 lines = [
     "The H100's fit "
     + (
@@ -757,8 +766,7 @@ lines = [
     + ("the same rule." if h100.data["rule"]["same_when_refit"] else "another rule.")
 ]
 h100_worse = []
-for group in GROUPS:
-    case = h100_summary[group]
+for group, case in h100_summary.items():
 
     def q(name: str, stat: str, cid: str = case["id"]) -> str:
         return str(quote(H100_FIT_ID, cid, f"metrics.{stat}", impl=name))
