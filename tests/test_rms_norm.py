@@ -281,12 +281,56 @@ def test_weight_grad_check_rejects_programs_whose_rows_have_other_heads(device, 
     monkeypatch.setattr(
         rms_mod,
         "_partial_rows",
-        lambda n_rows, programs, n_split, vec, peel: unrounded(
-            n_rows, programs, n_split, vec, False
+        lambda n_rows, n_split, launch, sms, vec, peel: unrounded(
+            n_rows, n_split, launch, sms, vec, False
         ),
     )
     with pytest.raises(AssertionError, match="grad"):
         check_op("rms_norm", *inputs, plan="block")
+
+
+# Backward shapes whose grid _partial_rows decides: a vocabulary's rows in 7
+# slices (aligned and peeled), 8 slices of a peeled 30522, a split row of
+# 131072 in 16 slices, and Qwen2's vocabulary in 19 (aligned and peeled).
+@pytest.mark.parametrize(
+    ("n_rows", "n_cols", "dtype"),
+    [
+        (4096, 50256, torch.bfloat16),
+        (4096, 50257, torch.bfloat16),
+        (4096, 30522, torch.bfloat16),
+        (64, 131072, torch.float16),
+        (4096, 151936, torch.bfloat16),
+        (4096, 151937, torch.bfloat16),
+    ],
+)
+def test_backward_grid_takes_the_fewest_waves(n_rows, n_cols, dtype, monkeypatch):
+    """The backward's programs a slice ``P`` (a multiple of ``VEC`` when peeled)
+    cost the fewest waves times rows a program of any such ``P`` up to the
+    launch's programs over its slices: a grid a few programs past a whole wave
+    runs them alone, as one more. Captured on an H200's 132 SMs, not run."""
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
+    h = torch.empty(n_rows, n_cols, dtype=dtype)
+    dy, w, rstd = torch.empty_like(h), torch.empty(n_cols, dtype=dtype), torch.empty(n_rows)
+    plan = plans.choose_for(h)
+    launches = captured_launches(
+        monkeypatch,
+        [rms_mod],
+        lambda: rms_mod._backward(
+            dy, h, w, rstd, None, plan, torch.empty_like(h), None, torch.empty_like(w)
+        ),
+    )
+    ((parts, n_split),) = [spec["grid"] for spec in launches if spec["kernel"] == "_bwd_kernel"]
+    vec, peel = rms_mod.row_vec(h.element_size(), n_cols, (n_cols,) * 4)
+    width = rms_mod._body_width(n_cols, vec, peel)
+    launch = rms_mod._bwd_launch(plan, n_cols, h.element_size(), False, width)
+    unit = vec if peel else 1
+    assert n_split > 1 and parts % unit == 0
+
+    def cost(p):
+        return -(-p * n_split // (launch.resident * 132)) * -(-n_rows // p)
+
+    most = -(-launch.per_sm * 132 // n_split)
+    assert cost(parts) == min(cost(p) for p in range(unit, most + unit, unit))
 
 
 @pytest.mark.parametrize("n_cols", [127, 1001])
