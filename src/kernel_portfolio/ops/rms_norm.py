@@ -474,7 +474,6 @@ def _fwd_looped_kernel(
     SHIFT_W: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
-    HOIST: tl.constexpr,
 ):
     """Looped plan: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
@@ -483,11 +482,11 @@ def _fwd_looped_kernel(
     row in registers (:func:`_fwd_row_in_registers`). Otherwise the row's
     body is walked twice, re-reading ``h`` from the ``h`` output (residual)
     or from ``x``; the first pass loads with the eviction policy ``FIRST``
-    and the second with ``SECOND``. ``PEEL``: the row's head and tail are
-    loaded (and ``h`` stored) with the first pass and held in registers; with
-    ``HOIST`` they and their weight are loaded before the first pass and ``y``
-    is written before the second, without it after each pass (the A/B's other
-    side, :data:`HOIST_PEEL`). ``rstd_ptr`` is written only when ``STORE_RSTD``.
+    and the second with ``SECOND``. ``PEEL``: the row's head and tail, and
+    their weight, are loaded (and ``h`` stored) before the first pass, so that
+    their latency passes behind the body's loads instead of stalling the
+    program between the passes, and their ``y`` is written before the second.
+    ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
     width = n_cols // VEC * VEC  # the widest body: every row's chunk loops alike
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
@@ -521,9 +520,7 @@ def _fwd_looped_kernel(
                 PEEL,
             )
         else:
-            if PEEL and HOIST:
-                # Issued before the first pass, the head's and tail's loads wait
-                # behind the body's instead of after them.
+            if PEEL:
                 peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
                 h_peel = _load_h(
                     x_row, r_row, h_row, peel, peel_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
@@ -543,15 +540,10 @@ def _fwd_looped_kernel(
                 FIRST,
                 1,
             )
-            if PEEL and not HOIST:
-                peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
-                h_peel = _load_h(
-                    x_row, r_row, h_row, peel, peel_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
-                )
             if PEEL:
                 ss += tl.sum(h_peel * h_peel, axis=0)
             rstd = tl.rsqrt(ss / n_cols + eps)
-            if PEEL and HOIST:
+            if PEEL:
                 y_peel = h_peel * rstd * w_peel
                 tl.store(y_row + peel, y_peel.to(y_row.dtype.element_ty), mask=peel_mask)
             if HAS_RESIDUAL:
@@ -572,8 +564,6 @@ def _fwd_looped_kernel(
                 BLOCK,
                 SECOND,
             )
-            if PEEL and not HOIST:
-                _store_y(y_row, w_ptr + head, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
         if STORE_RSTD:
             tl.store(rstd_ptr + row64, rstd)
 
@@ -1278,11 +1268,6 @@ def _partial_rows(
     return min(min(n_rows, below), min(n_rows, above), key=cost)
 
 
-#: Whether a peeled looped forward loads a row's head and tail before its first pass
-#: (and writes them before the second) rather than after each pass: the A/B of
-#: ``scripts/peel_hoist_ab.py`` switches it.
-HOIST_PEEL = True
-
 #: Least ``rows * columns`` of a peeled RMSNorm forward (no residual, looped or
 #: split plan) for which the weight is first copied into ``VEC`` rows, each
 #: shifted by one more column (:func:`_shifted_weight`), so that every row's
@@ -1405,7 +1390,6 @@ def _forward(
                 FIRST=passes[0],
                 SECOND=passes[1],
                 SHIFT_W=shift_w,
-                HOIST=HOIST_PEEL,
                 **flags,
                 **consts,
             )

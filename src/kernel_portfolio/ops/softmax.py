@@ -119,10 +119,6 @@ _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: default, which the block and split plans keep): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
-#: Whether a peeled looped plan loads a row's head and tail before its first pass
-#: (and writes them before the second) rather than after each pass: the A/B of
-#: ``scripts/peel_hoist_ab.py`` switches it.
-HOIST_PEEL = True
 #: Fewest partial ``(max, sum)`` pairs a cooperative program polls at once
 #: (:func:`_coop_slots`): a warp's width, so a row of up to 32 programs
 #: reduces inside a warp, with no shared memory.
@@ -255,6 +251,12 @@ def _peel_max_sum(x_body, head, n_body, n_cols, m, s, first, VEC: tl.constexpr):
     """
     peel, mask = peel_cols(head, n_body, n_cols, VEC)
     x = tl.load(x_body + peel, mask=mask & first, other=float("-inf")).to(tl.float32)
+    return _fold(m, s, x)
+
+
+@triton.jit
+def _fold(m, s, x):
+    """Fold float32 values ``x`` (``-inf`` where masked) into the running ``(m, s)``."""
     m_new = tl.maximum(m, tl.max(x, 0))
     shift = _shift_for(m_new)
     return m_new, s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), 0)
@@ -358,13 +360,12 @@ def _fwd_looped_kernel(
     PEEL: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
-    HOIST: tl.constexpr,
 ):
     """Looped plan, forward: online (max, sum) over the row's chunks, then a write pass.
 
-    ``PEEL``: with ``HOIST`` the head and tail are loaded before the first pass
-    and written before the second; without it, each pass takes them after the
-    body's chunks (the A/B's other side, :data:`HOIST_PEEL`).
+    ``PEEL``: the head and tail are loaded before the first pass, so that
+    their latency passes behind the body's loads instead of stalling the
+    program between the passes, and written before the second.
     """
     n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
@@ -373,24 +374,15 @@ def _fwd_looped_kernel(
         n_body = body_width(n_cols, head, VEC, PEEL)
         x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
         y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
-        if PEEL and HOIST:
-            # Issued before the first pass, the head's and tail's load waits behind
-            # the body's instead of after it; they are written before the second.
+        if PEEL:
             peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
             x_peel = tl.load(x_row + peel, mask=peel_mask, other=float("-inf")).to(tl.float32)
         m, s = _online_max_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, FIRST)
-        if PEEL and HOIST:
-            m_new = tl.maximum(m, tl.max(x_peel, 0))
-            shift = _shift_for(m_new)
-            s = s * tl.exp(m - shift) + tl.sum(tl.exp(x_peel - shift), 0)
-            m = m_new
+        if PEEL:
+            m, s = _fold(m, s, x_peel)
             y_peel = tl.exp(x_peel - m) / s
             tl.store(y_row + peel, y_peel.to(y_ptr.dtype.element_ty), mask=peel_mask)
-        if PEEL and not HOIST:
-            m, s = _peel_max_sum(x_row, head, n_body, n_cols, m, s, True, VEC)
         _write_probs(x_row, stride_xn, y_row, m, s, 0, n_chunks, n_body, BLOCK, SECOND)
-        if PEEL and not HOIST:
-            _write_peel_probs(x_row, y_row, m, s, head, n_body, n_cols, True, VEC)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
@@ -655,7 +647,6 @@ def _bwd_looped_kernel(
     PEEL: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
-    HOIST: tl.constexpr,
 ):
     """Looped plan, backward: a dot-product pass over the row's chunks, then a write pass.
 
@@ -669,22 +660,17 @@ def _bwd_looped_kernel(
         y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
         dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
         dx_row = dx_ptr + body_offset(row64, stride_dxm, head, VEC, PEEL)
-        if PEEL and HOIST:
-            # Loaded before the first pass, written before the second (as the forward).
+        if PEEL:
             peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
             y_peel, dy_peel = _load_pair(y_row, 1, dy_row, 1, peel, peel_mask, "")
         dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, 0, n_chunks, n_body, BLOCK, FIRST)
-        if PEEL and HOIST:
+        if PEEL:
             dot += tl.sum(y_peel * dy_peel, 0)
             dx_peel = y_peel * (dy_peel - dot)
             tl.store(dx_row + peel, dx_peel.to(dx_ptr.dtype.element_ty), mask=peel_mask)
-        if PEEL and not HOIST:
-            dot += _peel_dot(y_row, dy_row, head, n_body, n_cols, True, VEC)
         _write_grad(
             y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, 0, n_chunks, n_body, BLOCK, SECOND
         )
-        if PEEL and not HOIST:
-            _write_peel_grad(y_row, dy_row, dx_row, dot, head, n_body, n_cols, True, VEC)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
@@ -835,7 +821,6 @@ def _launch_forward(x: torch.Tensor, y: torch.Tensor, plan: plans.RowPlan) -> No
                 stride_xn,
                 n_cols,
                 FIRST=LOOPED_FIRST_PASS,
-                HOIST=HOIST_PEEL,
                 SECOND=LOOPED_SECOND_PASS,
                 **consts,
             )
@@ -905,11 +890,7 @@ def _launch_backward(
         if plan.kind in ("block", "looped"):
             kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
             if plan.kind == "looped":
-                consts |= {
-                    "FIRST": LOOPED_FIRST_PASS,
-                    "SECOND": LOOPED_SECOND_PASS,
-                    "HOIST": HOIST_PEEL,
-                }
+                consts |= {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
             launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
