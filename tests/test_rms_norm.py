@@ -281,12 +281,56 @@ def test_weight_grad_check_rejects_programs_whose_rows_have_other_heads(device, 
     monkeypatch.setattr(
         rms_mod,
         "_partial_rows",
-        lambda n_rows, programs, n_split, vec, peel: unrounded(
-            n_rows, programs, n_split, vec, False
+        lambda n_rows, n_split, launch, sms, vec, peel: unrounded(
+            n_rows, n_split, launch, sms, vec, False
         ),
     )
     with pytest.raises(AssertionError, match="grad"):
         check_op("rms_norm", *inputs, plan="block")
+
+
+# Backward shapes whose grid _partial_rows decides: a vocabulary's rows in 7
+# slices (aligned and peeled), 8 slices of a peeled 30522, a split row of
+# 131072 in 16 slices, and Qwen2's vocabulary in 19 (aligned and peeled).
+@pytest.mark.parametrize(
+    ("n_rows", "n_cols", "dtype"),
+    [
+        (4096, 50256, torch.bfloat16),
+        (4096, 50257, torch.bfloat16),
+        (4096, 30522, torch.bfloat16),
+        (64, 131072, torch.float16),
+        (4096, 151936, torch.bfloat16),
+        (4096, 151937, torch.bfloat16),
+    ],
+)
+def test_backward_grid_takes_the_fewest_waves(n_rows, n_cols, dtype, monkeypatch):
+    """The backward's programs a slice ``P`` (a multiple of ``VEC`` when peeled)
+    cost the fewest waves times rows a program of any such ``P`` up to the
+    launch's programs over its slices: a grid a few programs past a whole wave
+    runs them alone, as one more. Captured on an H200's 132 SMs, not run."""
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
+    h = torch.empty(n_rows, n_cols, dtype=dtype)
+    dy, w, rstd = torch.empty_like(h), torch.empty(n_cols, dtype=dtype), torch.empty(n_rows)
+    plan = plans.choose_for(h)
+    launches = captured_launches(
+        monkeypatch,
+        [rms_mod],
+        lambda: rms_mod._backward(
+            dy, h, w, rstd, None, plan, torch.empty_like(h), None, torch.empty_like(w)
+        ),
+    )
+    ((parts, n_split),) = [spec["grid"] for spec in launches if spec["kernel"] == "_bwd_kernel"]
+    vec, peel = rms_mod.row_vec(h.element_size(), n_cols, (n_cols,) * 4)
+    width = rms_mod._body_width(n_cols, vec, peel)
+    launch = rms_mod._bwd_launch(plan, n_cols, h.element_size(), False, width)
+    unit = vec if peel else 1
+    assert n_split > 1 and parts % unit == 0
+
+    def cost(p):
+        return -(-p * n_split // (launch.resident * 132)) * -(-n_rows // p)
+
+    most = -(-launch.per_sm * 132 // n_split)
+    assert cost(parts) == min(cost(p) for p in range(unit, most + unit, unit))
 
 
 @pytest.mark.parametrize("n_cols", [127, 1001])
@@ -554,30 +598,31 @@ def test_programs_cover_every_row(max_grid, op, device, monkeypatch):
             assert len(grids) == 1 and grids[0][0] < 37, grids
 
 
-# Launches: (block, tail, warps, programs per SM, prefetch, register cap, weight
-# each row). Light programs (8 columns a thread) six an SM with the prefetch;
-# heavy ones (16) 16 warps an SM, at least two programs; 96 bytes a thread
-# with dh still prefetch, 4104 with dh, float32 8192 and a split row do not; a forced plan
-# keeps its warps; a looped row goes in chunks of half the plan's; a block row
-# of 32 columns a thread loads the weight each row.
+# Launches: (block, tail, warps, programs per SM, programs an SM holds at once,
+# prefetch, register cap, weight each row). Light programs (8 columns a
+# thread) six an SM with the prefetch; heavy ones (16) 16 warps an SM, at
+# least two programs; 96 bytes a thread with dh still prefetch, 4104 with dh,
+# float32 8192 and a split row do not; a forced plan keeps its warps; a looped
+# row goes in chunks of half the plan's; a block row of 32 columns a thread
+# loads the weight each row.
 @pytest.mark.parametrize(
     ("plan", "n_cols", "elem_bytes", "has_dh", "launch"),
     [
-        (RowPlan("block", 1024, 2), 1024, 2, False, (1024, 0, 4, 6, True, 80, False)),
-        (RowPlan("block", 1024, 4), 1024, 4, True, (1024, 0, 4, 6, True, 80, False)),
-        (RowPlan("block", 512, 1), 512, 2, False, (512, 0, 4, 6, True, 80, False)),
-        (RowPlan("block", 2048, 4), 2048, 2, False, (2048, 0, 4, 4, True, 128, False)),
-        (RowPlan("block", 4096, 8), 4096, 2, True, (4096, 0, 8, 2, True, 128, False)),
-        (RowPlan("block", 8192, 8), 4104, 2, False, (4096, 8, 8, 2, True, 128, False)),
-        (RowPlan("block", 8192, 8), 4104, 2, True, (4096, 8, 8, 2, False, 128, False)),
-        (RowPlan("block", 8192, 8), 7000, 2, False, (8192, 0, 16, 2, True, 128, False)),
-        (RowPlan("block", 8192, 16), 8192, 2, False, (8192, 0, 16, 2, True, 128, False)),
-        (RowPlan("block", 8192, 16), 8192, 4, False, (8192, 0, 16, 2, False, 128, False)),
-        (RowPlan("block", 8192, 32), 8192, 2, False, (8192, 0, 32, 2, True, 64, False)),
-        (RowPlan("looped", 8192, 8), 20000, 2, False, (4096, 0, 8, 2, True, 128, False)),
-        (RowPlan("looped", 16384, 16), 1 << 17, 4, True, (8192, 0, 16, 2, False, 128, False)),
-        (RowPlan("split", 4096, 16, 8), 100000, 2, False, (4096, 0, 16, 2, False, 128, False)),
-        (RowPlan("block", 16384, 16), 16384, 2, True, (16384, 0, 16, 2, False, 128, True)),
+        (RowPlan("block", 1024, 2), 1024, 2, False, (1024, 0, 4, 6, 6, True, 80, False)),
+        (RowPlan("block", 1024, 4), 1024, 4, True, (1024, 0, 4, 6, 6, True, 80, False)),
+        (RowPlan("block", 512, 1), 512, 2, False, (512, 0, 4, 6, 6, True, 80, False)),
+        (RowPlan("block", 2048, 4), 2048, 2, False, (2048, 0, 4, 4, 4, True, 128, False)),
+        (RowPlan("block", 4096, 8), 4096, 2, True, (4096, 0, 8, 2, 2, True, 128, False)),
+        (RowPlan("block", 8192, 8), 4104, 2, False, (4096, 8, 8, 2, 2, True, 128, False)),
+        (RowPlan("block", 8192, 8), 4104, 2, True, (4096, 8, 8, 2, 2, False, 128, False)),
+        (RowPlan("block", 8192, 8), 7000, 2, False, (8192, 0, 16, 2, 1, True, 128, False)),
+        (RowPlan("block", 8192, 16), 8192, 2, False, (8192, 0, 16, 2, 1, True, 128, False)),
+        (RowPlan("block", 8192, 16), 8192, 4, False, (8192, 0, 16, 2, 1, False, 128, False)),
+        (RowPlan("block", 8192, 32), 8192, 2, False, (8192, 0, 32, 2, 1, True, 64, False)),
+        (RowPlan("looped", 8192, 8), 20000, 2, False, (4096, 0, 8, 2, 2, True, 128, False)),
+        (RowPlan("looped", 16384, 16), 1 << 17, 4, True, (8192, 0, 16, 2, 1, False, 128, False)),
+        (RowPlan("split", 4096, 16, 8), 100000, 2, False, (4096, 0, 16, 2, 1, False, 128, False)),
+        (RowPlan("block", 16384, 16), 16384, 2, True, (16384, 0, 16, 2, 1, False, 128, True)),
     ],
     ids=str,
 )
@@ -595,9 +640,10 @@ def test_backward_launch_follows_the_bytes_a_thread_holds(plan, n_cols, elem_byt
         # Peeled rows (1100 = 4 mod 8): the 4 programs rounded up to VEC = 8.
         ("auto", (37, 1100), (4, 8, 1, 1024, 128, True, 128)),
         ("auto", (37, 4104), (8, 2, 1, 4096, 8, True, 128)),
-        # Half the plan's chunk: 5 chunks of 2048 over 4 programs, as 3 slices of 2 chunks.
-        (RowPlan("looped", 4096, 4), (5, 9000), (4, 2, 3, 2048, 0, True, 128)),
-        (RowPlan("split", 4096, 4, 2), (5, 9000), (4, 2, 3, 2048, 0, False, 128)),
+        # Half the plan's chunk: 5 chunks of 2048 over 4 programs, as 3 slices of 2
+        # chunks, one program a slice (two would be 6 programs on 4 places).
+        (RowPlan("looped", 4096, 4), (5, 9000), (4, 1, 3, 2048, 0, True, 128)),
+        (RowPlan("split", 4096, 4, 2), (5, 9000), (4, 1, 3, 2048, 0, False, 128)),
     ],
     ids=str,
 )

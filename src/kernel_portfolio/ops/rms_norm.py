@@ -482,9 +482,11 @@ def _fwd_looped_kernel(
     row in registers (:func:`_fwd_row_in_registers`). Otherwise the row's
     body is walked twice, re-reading ``h`` from the ``h`` output (residual)
     or from ``x``; the first pass loads with the eviction policy ``FIRST``
-    and the second with ``SECOND``. ``PEEL``: the row's head and tail are
-    loaded (and ``h`` stored) with the first pass and held in registers for
-    the second. ``rstd_ptr`` is written only when ``STORE_RSTD``.
+    and the second with ``SECOND``. ``PEEL``: the row's head and tail, and
+    their weight, are loaded (and ``h`` stored) before the first pass, so that
+    their latency passes behind the body's loads instead of stalling the
+    program between the passes, and their ``y`` is written before the second.
+    ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
     width = n_cols // VEC * VEC  # the widest body: every row's chunk loops alike
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
@@ -518,6 +520,12 @@ def _fwd_looped_kernel(
                 PEEL,
             )
         else:
+            if PEEL:
+                peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+                h_peel = _load_h(
+                    x_row, r_row, h_row, peel, peel_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
+                )
+                w_peel = _load_weight(w_ptr + head, peel, peel_mask, HAS_WEIGHT)
             ss = _sum_squares(
                 x_row,
                 r_row,
@@ -533,12 +541,11 @@ def _fwd_looped_kernel(
                 1,
             )
             if PEEL:
-                peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
-                h_peel = _load_h(
-                    x_row, r_row, h_row, peel, peel_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
-                )
                 ss += tl.sum(h_peel * h_peel, axis=0)
             rstd = tl.rsqrt(ss / n_cols + eps)
+            if PEEL:
+                y_peel = h_peel * rstd * w_peel
+                tl.store(y_row + peel, y_peel.to(y_row.dtype.element_ty), mask=peel_mask)
             if HAS_RESIDUAL:
                 # The second pass re-reads h that other threads of this program stored.
                 tl.debug_barrier()
@@ -557,8 +564,6 @@ def _fwd_looped_kernel(
                 BLOCK,
                 SECOND,
             )
-            if PEEL:
-                _store_y(y_row, w_ptr + head, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
         if STORE_RSTD:
             tl.store(rstd_ptr + row64, rstd)
 
@@ -1110,6 +1115,9 @@ class BwdLaunch(NamedTuple):
     warps: int
     #: Programs launched per SM: at least ``BWD_PROGRAMS_PER_SM``.
     per_sm: int
+    #: Programs an SM holds at once (the register cap below lets them): a wave
+    #: is this many a SM.
+    resident: int
     #: Whether a program loads its next row before it reduces the current one.
     prefetch: bool
     #: Registers a thread may take (``maxnreg``): what lets the programs the
@@ -1154,7 +1162,7 @@ def _bwd_launch(
     max_registers = min(255, 65536 // (32 * warps * resident) // 8 * 8)
     per_sm = max(BWD_PROGRAMS_PER_SM, resident)
     weight_each_row = block > BWD_WEIGHT_HELD_ELEMS * 32 * warps
-    return BwdLaunch(block, tail, warps, per_sm, prefetch, max_registers, weight_each_row)
+    return BwdLaunch(block, tail, warps, per_sm, resident, prefetch, max_registers, weight_each_row)
 
 
 def _body_width(n_cols: int, vec: int, peel: bool) -> int:
@@ -1198,10 +1206,11 @@ def _bwd_slices(n_cols: int, plan: plans.RowPlan, block: int, programs: int) -> 
     sliced into single chunks, up to ``programs`` and ``plans.MAX_SPLITS``
     slices: a program owns a slice of every ``P``-th row and writes one
     float32 partial ``dweight`` row for it, so with ``S`` slices a row there
-    are ``P = programs / S`` partial rows. With the forward plan's slices (one
-    or a few a row) 64x131072 took 64 partial rows, as many bytes as ``dy``,
-    written and read again; in single chunks 17, and its backward ran 56.2 ->
-    43.3 us (``results/h200/checks/rms-bwd-ab-20261203T2037Z.log``).
+    are about ``P = programs / S`` partial rows (:func:`_partial_rows`). With
+    the forward plan's slices (one or a few a row) 64x131072 took 64 partial
+    rows, as many bytes as ``dy``, written and read again; in single chunks
+    17 (rounded up then), and its backward ran 56.2 -> 43.3 us
+    (``results/h200/checks/rms-bwd-ab-20261203T2037Z.log``).
     """
     if plan.kind == "block":
         return _split(n_cols, plan)
@@ -1226,22 +1235,37 @@ def _dot_slices(
     return per_slice, plans.cdiv(n_chunks, per_slice)
 
 
-def _partial_rows(n_rows: int, programs: int, n_split: int, vec: int, peel: bool) -> int:
+def _partial_rows(
+    n_rows: int, n_split: int, launch: BwdLaunch, sms: int, vec: int, peel: bool
+) -> int:
     """The backward's programs a slice, ``P``: hence its partial ``dweight`` rows.
 
-    ``programs`` over the ``n_split`` slices, at most one a row. A peeled
-    launch (``peel``) rounds ``P`` up to a multiple of ``vec``, or to every
-    row: row ``r`` starts ``r * stride`` elements into its tensor, so program
-    ``p``'s rows ``p, p + P, ...`` then start the same number of columns past
-    a 16-byte boundary, share one head, and add their ``dweight`` into the
-    same registers (:func:`_bwd_kernel`), in a fixed order. That is at most
-    ``vec - 1`` more programs a slice; where ``P`` was below ``vec`` (2^20 + 1
-    columns in 129 slices: 3) the partial rows grow to ``vec``: 8 float32
-    rows written and read are 64 bytes a column, against 6 a column a row of
-    16-bit ``dy``, ``h`` and ``dx`` (4% more at 256 rows, 17% at 64).
+    About ``launch.per_sm * sms`` programs over the ``n_split`` slices, at
+    most one a row: the count that fits within them or the next up (rounded
+    to a multiple of ``vec`` when peeled, below), whichever takes fewer
+    waves times rows a program (``launch.resident`` programs an SM a wave),
+    the larger on a tie. Always rounding up put 266 programs on 264 places
+    at 4096x50256 (7 slices), and the two left over ran alone as one more
+    wave. A peeled launch (``peel``) takes a multiple of ``vec`` (at least
+    ``vec``) or every row: row ``r`` starts ``r * stride`` elements into its
+    tensor, so program ``p``'s rows ``p, p + P, ...`` then start the same
+    number of columns past a 16-byte boundary, share one head, and add their
+    ``dweight`` into the same registers (:func:`_bwd_kernel`), in a fixed
+    order. Where ``P`` would be below ``vec`` (2^20 + 1 columns in 129
+    slices: 3) the partial rows grow to ``vec``: 8 float32 rows written and
+    read are 64 bytes a column, against 6 a column a row of 16-bit ``dy``,
+    ``h`` and ``dx`` (4% more at 256 rows, 17% at 64).
     """
-    parts = min(n_rows, max(1, plans.cdiv(programs, n_split)))
-    return min(n_rows, plans.cdiv(parts, vec) * vec) if peel else parts
+    unit = vec if peel else 1
+    programs = launch.per_sm * sms
+    below = max(unit, programs // n_split // unit * unit)
+    above = plans.cdiv(plans.cdiv(programs, n_split), unit) * unit
+    wave = launch.resident * sms
+
+    def cost(parts: int) -> tuple[int, int]:
+        return plans.cdiv(parts * n_split, wave) * plans.cdiv(n_rows, parts), -parts
+
+    return min(min(n_rows, below), min(n_rows, above), key=cost)
 
 
 #: Least ``rows * columns`` of a peeled RMSNorm forward (no residual, looped or
@@ -1432,9 +1456,8 @@ def _backward(
     launch = _bwd_launch(plan, n_cols, h.element_size(), dh is not None, width)
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= width
     sms = plans.sm_count(h.device)
-    programs = launch.per_sm * sms
-    chunks_per_split, n_split = _bwd_slices(width, plan, launch.block, programs)
-    n_parts = _partial_rows(n_rows, programs, n_split, vec, peel)
+    chunks_per_split, n_split = _bwd_slices(width, plan, launch.block, launch.per_sm * sms)
+    n_parts = _partial_rows(n_rows, n_split, launch, sms, vec, peel)
     # Partial dweight rows of n_cols padded to 16 bytes: every row starts aligned.
     stride_pm = plans.cdiv(n_cols, 4) * 4
     dw_part = scratch((n_parts, stride_pm), torch.float32, h.device) if dw is not None else rstd

@@ -251,6 +251,12 @@ def _peel_max_sum(x_body, head, n_body, n_cols, m, s, first, VEC: tl.constexpr):
     """
     peel, mask = peel_cols(head, n_body, n_cols, VEC)
     x = tl.load(x_body + peel, mask=mask & first, other=float("-inf")).to(tl.float32)
+    return _fold(m, s, x)
+
+
+@triton.jit
+def _fold(m, s, x):
+    """Fold float32 values ``x`` (``-inf`` where masked) into the running ``(m, s)``."""
     m_new = tl.maximum(m, tl.max(x, 0))
     shift = _shift_for(m_new)
     return m_new, s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), 0)
@@ -357,7 +363,9 @@ def _fwd_looped_kernel(
 ):
     """Looped plan, forward: online (max, sum) over the row's chunks, then a write pass.
 
-    ``PEEL``: the body's chunks, then the head and tail, in each pass.
+    ``PEEL``: the head and tail are loaded before the first pass, so that
+    their latency passes behind the body's loads instead of stalling the
+    program between the passes, and written before the second.
     """
     n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
@@ -365,13 +373,16 @@ def _fwd_looped_kernel(
         head = row_head(row64 * stride_xm, VEC, PEEL)
         n_body = body_width(n_cols, head, VEC, PEEL)
         x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
+        y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
+        if PEEL:
+            peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+            x_peel = tl.load(x_row + peel, mask=peel_mask, other=float("-inf")).to(tl.float32)
         m, s = _online_max_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, FIRST)
         if PEEL:
-            m, s = _peel_max_sum(x_row, head, n_body, n_cols, m, s, True, VEC)
-        y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
+            m, s = _fold(m, s, x_peel)
+            y_peel = tl.exp(x_peel - m) / s
+            tl.store(y_row + peel, y_peel.to(y_ptr.dtype.element_ty), mask=peel_mask)
         _write_probs(x_row, stride_xn, y_row, m, s, 0, n_chunks, n_body, BLOCK, SECOND)
-        if PEEL:
-            _write_peel_probs(x_row, y_row, m, s, head, n_body, n_cols, True, VEC)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
@@ -639,7 +650,7 @@ def _bwd_looped_kernel(
 ):
     """Looped plan, backward: a dot-product pass over the row's chunks, then a write pass.
 
-    ``PEEL``: the body's chunks, then the head and tail, in each pass.
+    ``PEEL``: as the forward, with ``y`` and ``dy`` and the gradient.
     """
     n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
@@ -648,15 +659,18 @@ def _bwd_looped_kernel(
         n_body = body_width(n_cols, head, VEC, PEEL)
         y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
         dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
+        dx_row = dx_ptr + body_offset(row64, stride_dxm, head, VEC, PEEL)
+        if PEEL:
+            peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
+            y_peel, dy_peel = _load_pair(y_row, 1, dy_row, 1, peel, peel_mask, "")
         dot = _row_dot(y_row, stride_yn, dy_row, stride_dyn, 0, n_chunks, n_body, BLOCK, FIRST)
         if PEEL:
-            dot += _peel_dot(y_row, dy_row, head, n_body, n_cols, True, VEC)
-        dx_row = dx_ptr + body_offset(row64, stride_dxm, head, VEC, PEEL)
+            dot += tl.sum(y_peel * dy_peel, 0)
+            dx_peel = y_peel * (dy_peel - dot)
+            tl.store(dx_row + peel, dx_peel.to(dx_ptr.dtype.element_ty), mask=peel_mask)
         _write_grad(
             y_row, stride_yn, dy_row, stride_dyn, dx_row, dot, 0, n_chunks, n_body, BLOCK, SECOND
         )
-        if PEEL:
-            _write_peel_grad(y_row, dy_row, dx_row, dot, head, n_body, n_cols, True, VEC)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_SPLIT_ARGS)
