@@ -53,12 +53,39 @@ def test_every_chosen_plan_is_valid(kind):
 def test_auto_holds_rows_that_fit_and_splits_only_few_wide_rows():
     for n_rows, n_cols, elem_bytes, sms in GRID:
         plan = choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms)
-        fits = triton.next_power_of_2(n_cols) * elem_bytes <= plan_rule.MAX_BLOCK_BYTES
-        if fits:
-            assert plan.kind == "block"
-        else:
-            few = n_rows <= plan_rule.SPLIT_ROWS_PER_SM * sms
-            assert plan.kind == ("split" if few else "looped"), (n_rows, n_cols, elem_bytes, sms)
+        width = triton.next_power_of_2(n_cols)
+        fits = width * elem_bytes <= plan_rule.MAX_BLOCK_BYTES or (
+            width * elem_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
+            and n_cols >= plan_rule.FULL_BLOCK_MIN_FILL * width
+        )
+        few = n_rows <= plan_rule.SPLIT_ROWS_PER_SM * sms
+        wide = n_cols * elem_bytes > plan_rule.SPLIT_MIN_BYTES
+        want = "split" if few and wide else "block" if fits else "looped"
+        assert plan.kind == want, (n_rows, n_cols, elem_bytes, sms)
+
+
+# Rows past the fitted block that fill their power-of-two width: a vocabulary
+# of 32000 (and 32064, 32768) half-precision columns, 16000 float32; not
+# 30522 (93% full), 24576 or anything past 32768 half-precision columns.
+@pytest.mark.parametrize(
+    ("n_cols", "elem_bytes", "kind"),
+    [
+        (32000, 2, "block"),
+        (32064, 2, "block"),
+        (32768, 2, "block"),
+        (16000, 4, "block"),
+        (30522, 2, "looped"),
+        (24576, 2, "looped"),
+        (32769, 2, "looped"),
+        (63000, 2, "looped"),
+        (30000, 4, "looped"),
+    ],
+)
+def test_auto_holds_full_rows_up_to_the_full_block(n_cols, elem_bytes, kind):
+    plan = choose(4096, n_cols, elem_bytes=elem_bytes, sm_count=132)
+    assert plan.kind == kind, plan
+    if kind == "block":
+        assert plan.block == triton.next_power_of_2(n_cols), plan
 
 
 @pytest.mark.parametrize(

@@ -333,6 +333,34 @@ def test_backward_grid_takes_the_fewest_waves(n_rows, n_cols, dtype, monkeypatch
     assert cost(parts) == min(cost(p) for p in range(unit, most + unit, unit))
 
 
+@pytest.mark.parametrize("op", ["rms_norm", "residual"])
+def test_backward_walks_a_full_block_row_in_chunks(op, monkeypatch):
+    """The auto plan holds 4096 rows of 32000 bfloat16 columns as one block of
+    32768 (``plan_rule.FULL_BLOCK_MAX_BYTES``); the backward, which holds four
+    values a column, walks them in chunks as the looped plan does: a dot pass,
+    then chunks of at most ``BWD_CHUNK_ELEMS`` columns a thread. Captured, not
+    run."""
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
+    h = torch.empty(4096, 32000, dtype=torch.bfloat16)
+    dy, w, rstd = torch.empty_like(h), torch.empty(32000, dtype=torch.bfloat16), torch.empty(4096)
+    plan = plans.choose_for(h)
+    assert (plan.kind, plan.block) == ("block", 32768)
+    dh = dy if op == "residual" else None
+    launches = captured_launches(
+        monkeypatch,
+        [rms_mod],
+        lambda: rms_mod._backward(
+            dy, h, w, rstd, dh, plan, torch.empty_like(h), None, torch.empty_like(w)
+        ),
+    )
+    kernels = {spec["kernel"]: spec for spec in launches}
+    assert "_bwd_dot_kernel" in kernels
+    main = kernels["_bwd_kernel"]
+    assert not main["values"]["ONE_CHUNK"]
+    block, warps = main["values"]["BLOCK"], main["num_warps"]
+    assert block <= rms_mod.BWD_CHUNK_ELEMS * 32 * warps
+
+
 @pytest.mark.parametrize("n_cols", [127, 1001])
 def test_partial_dweight_rows_are_written_to_their_padded_width(n_cols, device, monkeypatch):
     """The partial ``dweight`` rows are ``n_cols`` padded to 4 floats, which the

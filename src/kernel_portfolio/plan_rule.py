@@ -6,10 +6,11 @@ its plans through ``plans.py`` and hashes it, and the fitted constants must not
 make the sweep's own results stale. Benchmarks of the row operators do depend
 on this file, since ``auto`` decides what they run.
 
-The values (all but the block pieces' two, which the sweep does not reach
-and an A/B script measured) are the rule that ``scripts/chunk_rules_fit.py`` fitted on the first
-H200 run of the chunk-rules sweep and scored on the second (whether refitting
-on the second gives the same rule is recorded in the fit)
+The values (all but the block pieces' two and the full block's two, which
+the sweep does not reach and A/B scripts measured) are the rule that
+``scripts/chunk_rules_fit.py`` fitted on the first H200 run of the
+chunk-rules sweep and scored on the second (whether refitting on the second
+gives the same rule is recorded in the fit)
 (``results/h200/chunk_rules_fit.json``; the case study "Chunk rules for wide
 rows" shows the fit and its held-out regret). Thresholds are in bytes so that
 one rule serves every dtype; the sweep measured float16, so its column counts
@@ -40,6 +41,21 @@ COOP_WARPS: int | None = 8
 #: 16384 half-precision elements.
 MAX_BLOCK_BYTES = 32 * 1024
 BLOCK_WARPS: int | None = None
+#: ... or when that width times ``elem_bytes`` is at most ``FULL_BLOCK_MAX_BYTES``
+#: and the row fills at least ``FULL_BLOCK_MIN_FILL`` of it (a vocabulary of
+#: 32000 half-precision columns fills 98% of 32768): a looped plan reads such a
+#: row twice, a block plan once. Not fitted by the chunk-rules sweep (it has no
+#: width between 16384 and 32769): ``scripts/wide_block_ab.py`` measured it on
+#: an H100 (``results/h100-80gb-hbm3/checks/wide-block-ab-20261205T2140Z.log``).
+#: At 32000 to 32768 columns and 1024 to 16384 rows the block plan beat the
+#: looped one on every operator timed (softmax forward 3-9%, forward and
+#: backward 3-8%, RMSNorm forward 21-25%, residual forward 12-15%); at 20000
+#: and 24576 columns (61% and 75% full) it lost up to 20% on the softmax, and
+#: at 30522 (93%) it lost up to 3% on the residual forward. The RMSNorm
+#: backward walks such a row in chunks whatever the plan (``rms_norm._backward``:
+#: as a block it ran 2.4-3.8 times slower).
+FULL_BLOCK_MAX_BYTES = 64 * 1024
+FULL_BLOCK_MIN_FILL = 15 / 16
 #: A ``block`` plan holds a row just past a power of two as a main block and a
 #: small tail (:func:`kernel_portfolio.plans.block_pieces`) when its block has
 #: at least ``PIECE_MIN_BLOCK`` columns and the tail is at most

@@ -159,7 +159,9 @@ def choose(
     chunks of ``COOP_CHUNK`` when one program a chunk over all rows fits the
     SMs (the softmax forward then runs as one cooperative launch), else of
     ``SPLIT_CHUNK``; else
-    ``block`` while the row fits in ``MAX_BLOCK_BYTES``; else ``looped``, with
+    ``block`` while the row fits in ``MAX_BLOCK_BYTES``, or in
+    ``FULL_BLOCK_MAX_BYTES`` and fills ``FULL_BLOCK_MIN_FILL`` of its
+    power-of-two width; else ``looped``, with
     a narrow or a wide chunk. A chunk never exceeds the row's power-of-two width.
 
     Args:
@@ -194,7 +196,10 @@ def choose(
             and n_rows <= plan_rule.SPLIT_ROWS_PER_SM * sm_count
         ):
             plan = "split"
-        elif width * elem_bytes <= plan_rule.MAX_BLOCK_BYTES:
+        elif width * elem_bytes <= plan_rule.MAX_BLOCK_BYTES or (
+            width * elem_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
+            and n_cols >= plan_rule.FULL_BLOCK_MIN_FILL * width
+        ):
             plan = "block"
         else:
             plan = "looped"

@@ -130,7 +130,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 from torch.library import triton_op
 
-from kernel_portfolio import plans
+from kernel_portfolio import plan_rule, plans
 from kernel_portfolio.contracts import (
     Replays,
     check_eps,
@@ -1453,9 +1453,14 @@ def _backward(
     unit_cols = strides[1] == strides[3] == dhh.stride(1) == 1
     vec, peel = row_vec(h.element_size(), n_cols, row_strides, unit_cols)
     width = _body_width(n_cols, vec, peel)
+    sms = plans.sm_count(h.device)
+    if plan.kind == "block" and plan.block * h.element_size() > plan_rule.MAX_BLOCK_BYTES:
+        # A row wider than the fitted block holds four values a column past what
+        # a program's registers keep (plan_rule.FULL_BLOCK_MAX_BYTES): in chunks.
+        elem_bytes = h.element_size()
+        plan = plans.choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms, plan="looped")
     launch = _bwd_launch(plan, n_cols, h.element_size(), dh is not None, width)
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= width
-    sms = plans.sm_count(h.device)
     chunks_per_split, n_split = _bwd_slices(width, plan, launch.block, launch.per_sm * sms)
     n_parts = _partial_rows(n_rows, n_split, launch, sms, vec, peel)
     # Partial dweight rows of n_cols padded to 16 bytes: every row starts aligned.
