@@ -369,6 +369,15 @@ display(
 display(Markdown(f"```python\n{inspect.getsource(plans.choose)}```"))
 
 # %% [markdown]
+# Two of its branches come from A/B runs rather than this sweep, whose grid
+# holds no width between 16384 and 32769 columns and none just past a power of
+# two: a row just past a power of two held as a block and a small tail
+# (`PIECE_MIN_BLOCK`, `PIECE_TAIL_DIVISOR`), and a row that fills a block of up
+# to twice the fitted width, a vocabulary of 32000 columns in 32768
+# (`FULL_BLOCK_MAX_BYTES`, `FULL_BLOCK_MIN_FILL`). The docstring of each
+# constant cites the log that set it.
+
+# %% [markdown]
 # ## Its regret on the held-out run
 #
 # Run 2 never entered the fit. Each cell below is the fitted rule's regret on run 2,
