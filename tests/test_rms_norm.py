@@ -289,6 +289,20 @@ def test_weight_grad_check_rejects_programs_whose_rows_have_other_heads(device, 
         check_op("rms_norm", *inputs, plan="block")
 
 
+def _captured_backward(monkeypatch, h, plan, with_dh: bool) -> list[dict]:
+    """The launches of ``_backward`` over ``h`` (with a weight) on an H200's 132 SMs, unrun."""
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
+    dy, w, rstd = torch.empty_like(h), torch.empty(h.shape[1], dtype=h.dtype), torch.empty(len(h))
+    dh = dy if with_dh else None
+    return captured_launches(
+        monkeypatch,
+        [rms_mod],
+        lambda: rms_mod._backward(
+            dy, h, w, rstd, dh, plan, torch.empty_like(h), None, torch.empty_like(w)
+        ),
+    )
+
+
 # Backward shapes whose grid _partial_rows decides: a vocabulary's rows in 7
 # slices (aligned and peeled), 8 slices of a peeled 30522, a split row of
 # 131072 in 16 slices, and Qwen2's vocabulary in 19 (aligned and peeled).
@@ -308,17 +322,9 @@ def test_backward_grid_takes_the_fewest_waves(n_rows, n_cols, dtype, monkeypatch
     cost the fewest waves times rows a program of any such ``P`` up to the
     launch's programs over its slices: a grid a few programs past a whole wave
     runs them alone, as one more. Captured on an H200's 132 SMs, not run."""
-    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
     h = torch.empty(n_rows, n_cols, dtype=dtype)
-    dy, w, rstd = torch.empty_like(h), torch.empty(n_cols, dtype=dtype), torch.empty(n_rows)
     plan = plans.choose_for(h)
-    launches = captured_launches(
-        monkeypatch,
-        [rms_mod],
-        lambda: rms_mod._backward(
-            dy, h, w, rstd, None, plan, torch.empty_like(h), None, torch.empty_like(w)
-        ),
-    )
+    launches = _captured_backward(monkeypatch, h, plan, with_dh=False)
     ((parts, n_split),) = [spec["grid"] for spec in launches if spec["kernel"] == "_bwd_kernel"]
     vec, peel = rms_mod.row_vec(h.element_size(), n_cols, (n_cols,) * 4)
     width = rms_mod._body_width(n_cols, vec, peel)
@@ -327,9 +333,9 @@ def test_backward_grid_takes_the_fewest_waves(n_rows, n_cols, dtype, monkeypatch
     assert n_split > 1 and parts % unit == 0
 
     def cost(p):
-        return -(-p * n_split // (launch.resident * 132)) * -(-n_rows // p)
+        return plans.cdiv(p * n_split, launch.resident * 132) * plans.cdiv(n_rows, p)
 
-    most = -(-launch.per_sm * 132 // n_split)
+    most = plans.cdiv(launch.per_sm * 132, n_split)
     assert cost(parts) == min(cost(p) for p in range(unit, most + unit, unit))
 
 
@@ -340,19 +346,10 @@ def test_backward_walks_a_full_block_row_in_chunks(op, monkeypatch):
     values a column, walks them in chunks as the looped plan does: a dot pass,
     then chunks of at most ``BWD_CHUNK_ELEMS`` columns a thread. Captured, not
     run."""
-    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
     h = torch.empty(4096, 32000, dtype=torch.bfloat16)
-    dy, w, rstd = torch.empty_like(h), torch.empty(32000, dtype=torch.bfloat16), torch.empty(4096)
     plan = plans.choose_for(h)
     assert (plan.kind, plan.block) == ("block", 32768)
-    dh = dy if op == "residual" else None
-    launches = captured_launches(
-        monkeypatch,
-        [rms_mod],
-        lambda: rms_mod._backward(
-            dy, h, w, rstd, dh, plan, torch.empty_like(h), None, torch.empty_like(w)
-        ),
-    )
+    launches = _captured_backward(monkeypatch, h, plan, with_dh=op == "residual")
     kernels = {spec["kernel"]: spec for spec in launches}
     assert "_bwd_dot_kernel" in kernels
     main = kernels["_bwd_kernel"]
