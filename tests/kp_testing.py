@@ -242,6 +242,9 @@ def global_ops(spec):
         counts[plain] = counts.get(plain, 0) + 1
     if spec.get("counts"):
         ops |= {f"{op}#{n}" for op, n in counts.items()}
+    if spec.get("order"):  # global loads (ld), stores (st) and barriers (bar), in PTX order
+        sequence = re.findall(r"\b(ld|st)\.global|\b(bar)\.sync", ptx)
+        ops.add("order." + ",".join(a or b for a, b in sequence))
     copies = re.findall(r"cp\.async\.\w+\.shared\.global[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*[,;]", ptx)
     ops |= {f"cp.async.{int(n, 0)}" for n in copies}
     if spec.get("registers"):  # ptxas -v: the assembler Triton itself runs (arch.ptxas_for)
@@ -290,7 +293,9 @@ def global_memory_ops(specs: list[dict]) -> list[list[str]]:
     registers per thread that ``ptxas -v`` reports for sm_90a, and
     ``spills.<n>``: the bytes it spills to local memory (stores). A spec with
     ``"counts": True`` also gets ``<opcode>#<n>`` for each global load and
-    store opcode: its instructions in the PTX (``ld.global.v4.b32#4``).
+    store opcode: its instructions in the PTX (``ld.global.v4.b32#4``). A
+    spec with ``"order": True`` also gets ``order.<sequence>``: its global
+    loads, stores and barriers in PTX order (``order.ld,ld,bar,st``).
     """
     key = json.dumps(specs, sort_keys=True)
     if key not in _compiled:

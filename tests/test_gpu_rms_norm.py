@@ -216,9 +216,10 @@ def test_new_batch_size_does_not_recompile(plan, width, batches):
     with torch.cuda.device(0):
         sms = plans.sm_count(torch.device("cuda", 0))
 
-        def shifts(n_rows):  # the weight's shifted copies: a compile-time flag by size
+        def shifts(n_rows):  # compile-time flags by size: the weight's shifted copies, early
             least = (rms_mod.SHIFT_W_MIN_ELEMENTS, rms_mod.SHIFT_W_BWD_MIN_ELEMENTS)
-            return tuple(n_rows * width >= n for n in least)
+            early = n_rows <= rms_mod.EARLY_W_ROWS_PER_SM * sms
+            return (*(n_rows * width >= n for n in least), early)
 
         for n_rows in first_batch_of_each_form(batches, width, 2, plan, sms, shifts):
             step(n_rows)

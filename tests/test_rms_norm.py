@@ -225,6 +225,26 @@ def test_block_pieces_match_reference(n_cols, pieces, dtype, op, with_weight, de
     assert launched == {"_fwd_block_kernel": pieces, "_bwd_kernel": pieces}
 
 
+@pytest.mark.parametrize("with_weight", [True, False], ids=["weight", "no weight"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n_cols", [1100, 127])
+def test_few_rows_read_the_weight_with_the_row(n_cols, op, with_weight, device, monkeypatch):
+    """The block forward of at most ``EARLY_W_ROWS_PER_SM`` rows an SM reads
+    the weight with the row (``EARLY_W``), of more rows after the reduction,
+    and without a weight never early; both match the reference, with a tail
+    piece (1100: 1024 + 128) and peeled rows (127 bfloat16 columns)."""
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 2)
+    launches = record_launches(monkeypatch, rms_mod)
+    few = 2 * rms_mod.EARLY_W_ROWS_PER_SM
+    early = {}
+    for n_rows in (few, few + 1):
+        inputs = make_inputs(op, (n_rows, n_cols), torch.bfloat16, device, with_weight=with_weight)
+        check_op(op, *inputs, plan="block")
+        early[n_rows] = {kw["EARLY_W"] for name, _, kw in launches if "EARLY_W" in kw}
+        launches.clear()
+    assert early == {few: {with_weight}, few + 1: {False}}
+
+
 # ---------------------------------------------------------------------------
 # Rows at any alignment (PEEL)
 # ---------------------------------------------------------------------------
@@ -1064,6 +1084,37 @@ def test_custom_op_schema_and_autograd_registration(device):
 
 
 @pytest.mark.parametrize("has_residual", [False, True])
+def test_early_weight_loads_before_the_reduction(has_residual):
+    """The block forward on sm_90 (bfloat16, 16384 columns, 16 warps): with
+    ``EARLY_W`` the weight's loads come before the reduction's first barrier,
+    beside the row's (as many as ``x``'s), without it after."""
+    runtime = {"first_row": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
+    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
+    runtime |= {name: "*bf16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
+    consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
+    consts |= {"STORE_RSTD": False, "BLOCK": 16384, "TAIL": 0, "VEC": 8, "PEEL": False}
+    specs = [
+        {
+            "module": "kernel_portfolio.ops.rms_norm",
+            "kernel": "_fwd_block_kernel",
+            "signature": runtime,
+            "constexprs": consts | {"EARLY_W": early},
+            "aligned": ["x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr"],
+            "num_warps": 16,
+            "order": True,
+        }
+        for early in (False, True)
+    ]
+    before = []
+    for ops in global_memory_ops(specs):
+        (order,) = (op.removeprefix("order.").split(",") for op in ops if op.startswith("order."))
+        before.append(order[: order.index("bar")].count("ld"))
+    late, early = before
+    row_loads = late // (2 if has_residual else 1)  # x (and the residual) before it, late
+    assert row_loads > 0 and early == late + row_loads, before
+
+
+@pytest.mark.parametrize("has_residual", [False, True])
 def test_block_plan_rows_load_16_bytes_in_40_registers(has_residual):
     """The block-plan forward on sm_90 (float16, 8192 columns, 16 warps).
 
@@ -1077,6 +1128,7 @@ def test_block_plan_rows_load_16_bytes_in_40_registers(has_residual):
     runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
     consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
     consts |= {"STORE_RSTD": False, "BLOCK": 8192, "TAIL": 0, "VEC": 8, "PEEL": False}
+    consts |= {"EARLY_W": False}  # many rows: the weight read late
     (ops,) = global_memory_ops(
         [
             {

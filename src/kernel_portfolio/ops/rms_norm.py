@@ -59,6 +59,9 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   (:func:`kernel_portfolio.plans.block_launches`); the looped forward's
   program ``p`` of ``P`` takes rows ``p, p + P, ...`` on a persistent grid
   (:func:`kernel_portfolio.plans.persistent_programs`).
+  The block forward reads the weight after the row's reduction (fewer
+  registers, more programs an SM), or with the row in launches of few rows
+  (:data:`EARLY_W_ROWS_PER_SM`).
 * ``split``: few wide rows; several programs share a row. A first kernel
   writes partial sums of squares, a second merges a row's partials in a fixed
   order and writes its slice of ``y``.
@@ -253,6 +256,23 @@ def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr):
 
 
 @triton.jit
+def _early_weight(w_ptr, cols, mask, HAS_WEIGHT: tl.constexpr, EARLY_W: tl.constexpr):
+    """:func:`_load_weight` when the weight is read with the row (``EARLY_W``); else unread ones."""
+    return _load_weight(w_ptr, cols, mask, HAS_WEIGHT and EARLY_W)
+
+
+@triton.jit
+def _store_y_early(
+    y_row, w_ptr, w, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr, EARLY_W: tl.constexpr
+):
+    """:func:`_store_y`, or with ``EARLY_W`` the store of ``h * rstd * w`` (``w`` read before)."""
+    if EARLY_W:
+        tl.store(y_row + cols, (h * rstd * w).to(y_row.dtype.element_ty), mask=mask)
+    else:
+        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
+
+
+@triton.jit
 def _weight_row(w_ptr, ws_ptr, head, ws_stride, VEC: tl.constexpr, SHIFT_W: tl.constexpr):
     """Where a row's body reads its weight: body column ``j`` is weight column ``head + j``.
 
@@ -354,13 +374,17 @@ def _fwd_row_in_registers(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
+    EARLY_W: tl.constexpr,
 ):
     """Normalise one row held in registers (``BLOCK`` columns, then a ``TAIL``); return ``rstd``.
 
     The weight is read after the row's reduction, so it is not live across
     it: at 8192 columns and 16 warps that is 39 registers instead of 50 on
     sm_90 (three programs per SM instead of two), at 16384 columns 64 instead
-    of 82 (two instead of one). A ``TAIL`` (not 0) is a second piece of the
+    of 82 (two instead of one). ``EARLY_W`` reads it with the row instead,
+    for launches whose programs an SM holds whatever their registers
+    (:func:`_reads_weight_early`): its load then overlaps the row's, not
+    waits for the reduction. A ``TAIL`` (not 0) is a second piece of the
     row's body after its first ``BLOCK`` columns
     (:func:`kernel_portfolio.plans.block_pieces`); ``PEEL`` adds the row's
     head and tail (``n_body`` body columns of ``n_cols``), whose weight is read
@@ -369,6 +393,7 @@ def _fwd_row_in_registers(
     cols = tl.arange(0, BLOCK)
     mask = cols < n_body
     h = _load_h(x_row, r_row, h_row, cols, mask, stride_xn, stride_rn, HAS_RESIDUAL, "")
+    w = _early_weight(w_ptr, cols, mask, HAS_WEIGHT, EARLY_W)
     ss = tl.sum(h * h, axis=0)
     if TAIL > 0:
         tail_cols = BLOCK + tl.arange(0, TAIL)
@@ -376,19 +401,23 @@ def _fwd_row_in_registers(
         h_tail = _load_h(
             x_row, r_row, h_row, tail_cols, tail_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
         )
+        w_tail = _early_weight(w_ptr, tail_cols, tail_mask, HAS_WEIGHT, EARLY_W)
         ss += tl.sum(h_tail * h_tail, axis=0)
     if PEEL:
         peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
         h_peel = _load_h(
             x_row, r_row, h_row, peel, peel_mask, stride_xn, stride_rn, HAS_RESIDUAL, ""
         )
+        w_head = _early_weight(w_peel, peel, peel_mask, HAS_WEIGHT, EARLY_W)
         ss += tl.sum(h_peel * h_peel, axis=0)
     rstd = tl.rsqrt(ss / n_cols + eps)
-    _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
+    _store_y_early(y_row, w_ptr, w, h, rstd, cols, mask, HAS_WEIGHT, EARLY_W)
     if TAIL > 0:
-        _store_y(y_row, w_ptr, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT)
+        _store_y_early(
+            y_row, w_ptr, w_tail, h_tail, rstd, tail_cols, tail_mask, HAS_WEIGHT, EARLY_W
+        )
     if PEEL:
-        _store_y(y_row, w_peel, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
+        _store_y_early(y_row, w_peel, w_head, h_peel, rstd, peel, peel_mask, HAS_WEIGHT, EARLY_W)
     return rstd
 
 
@@ -414,12 +443,14 @@ def _fwd_block_kernel(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
+    EARLY_W: tl.constexpr,
 ):
     """Block plan: program ``p`` takes row ``first_row + p``, held in registers.
 
     A program per row (:func:`kernel_portfolio.plans.block_launches`).
     ``rstd_ptr`` is written only when ``STORE_RSTD``. The weight is read in
-    place, never from its shifted copies (:func:`_shifts_weight`).
+    place, never from its shifted copies (:func:`_shifts_weight`); with the
+    row when ``EARLY_W`` (:func:`_reads_weight_early`).
     """
     row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
     head = row_head(row64 * stride_xm, VEC, PEEL)
@@ -442,6 +473,7 @@ def _fwd_block_kernel(
         TAIL,
         VEC,
         PEEL,
+        EARLY_W,
     )
     if STORE_RSTD:
         tl.store(rstd_ptr + row64, rstd)
@@ -518,6 +550,7 @@ def _fwd_looped_kernel(
                 0,
                 VEC,
                 PEEL,
+                False,
             )
         else:
             if PEEL:
@@ -543,9 +576,10 @@ def _fwd_looped_kernel(
             if PEEL:
                 ss += tl.sum(h_peel * h_peel, axis=0)
             rstd = tl.rsqrt(ss / n_cols + eps)
-            if PEEL:
-                y_peel = h_peel * rstd * w_peel
-                tl.store(y_row + peel, y_peel.to(y_row.dtype.element_ty), mask=peel_mask)
+            if PEEL:  # its weight read before the first pass: stored as an early one
+                _store_y_early(
+                    y_row, w_ptr, w_peel, h_peel, rstd, peel, peel_mask, HAS_WEIGHT, True
+                )
             if HAS_RESIDUAL:
                 # The second pass re-reads h that other threads of this program stored.
                 tl.debug_barrier()
@@ -1303,6 +1337,24 @@ def _shifts_weight(peel: bool, weight: torch.Tensor | None, n_rows, n_cols, leas
     return peel and weight is not None and sizes_known and n_rows * n_cols >= least
 
 
+#: The block plan's forward reads the weight with the row (``EARLY_W``) in
+#: launches of at most this many rows an SM: programs that fit on their SMs
+#: whatever their registers, where the weight's load read late only waits
+#: behind the reduction. From the A/B of late against early at 1 to 1056 rows
+#: (``checks/early-weight-ab-*.log`` under the results of the GPU it ran on;
+#: the script: ``git show 36ea354:scripts/early_weight_ab.py``).
+EARLY_W_ROWS_PER_SM = 1
+
+
+def _reads_weight_early(weight: torch.Tensor | None, n_rows, sm_count: int) -> bool:
+    """Whether a block plan's forward of ``n_rows`` rows reads the weight with the row.
+
+    A symbolic row count (``torch.compile`` with dynamic shapes) reads it
+    late, so that the graph does not guard on the row count.
+    """
+    return weight is not None and type(n_rows) is int and n_rows <= EARLY_W_ROWS_PER_SM * sm_count
+
+
 def _shifted_weight(weight: torch.Tensor, n_cols: int, vec: int) -> tuple[torch.Tensor, int]:
     """``VEC`` copies of the weight, row ``h`` starting at column ``h``, and their row stride.
 
@@ -1370,9 +1422,22 @@ def _forward(
         flags = {"HAS_WEIGHT": weight is not None, "STORE_RSTD": rstd is not None}
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = _pieces(n_cols, plan, width)
+            early = _reads_weight_early(weight, n_rows, plans.sm_count(x.device))
             for first_row, programs in plans.block_launches(n_rows):
                 launchable(_fwd_block_kernel)[(programs,)](
-                    x, res, w, y, hh, rs, first_row, n_cols, *strides, eps, **flags, **consts
+                    x,
+                    res,
+                    w,
+                    y,
+                    hh,
+                    rs,
+                    first_row,
+                    n_cols,
+                    *strides,
+                    eps,
+                    EARLY_W=early,
+                    **flags,
+                    **consts,
                 )
             return
         if plan.kind == "looped":
@@ -1451,15 +1516,15 @@ def _backward(
     # Row strides of dy, h, dh, and dx and dx2 (written at row * n_cols).
     row_strides = (strides[0], strides[2], dhh.stride(0), n_cols)
     unit_cols = strides[1] == strides[3] == dhh.stride(1) == 1
-    vec, peel = row_vec(h.element_size(), n_cols, row_strides, unit_cols)
+    elem_bytes = h.element_size()
+    vec, peel = row_vec(elem_bytes, n_cols, row_strides, unit_cols)
     width = _body_width(n_cols, vec, peel)
     sms = plans.sm_count(h.device)
-    if plan.kind == "block" and plan.block * h.element_size() > plan_rule.MAX_BLOCK_BYTES:
+    if plan.kind == "block" and plan.block * elem_bytes > plan_rule.MAX_BLOCK_BYTES:
         # A row wider than the fitted block holds four values a column past what
         # a program's registers keep (plan_rule.FULL_BLOCK_MAX_BYTES): in chunks.
-        elem_bytes = h.element_size()
         plan = plans.choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms, plan="looped")
-    launch = _bwd_launch(plan, n_cols, h.element_size(), dh is not None, width)
+    launch = _bwd_launch(plan, n_cols, elem_bytes, dh is not None, width)
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= width
     chunks_per_split, n_split = _bwd_slices(width, plan, launch.block, launch.per_sm * sms)
     n_parts = _partial_rows(n_rows, n_split, launch, sms, vec, peel)
