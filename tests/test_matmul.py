@@ -101,8 +101,9 @@ def test_forward_matches_float64(dtype, shape, a_t, b_t, device):
         mm.INTERPRETER_TILE,
         mm.TmaTile(32, 64, 32, 4, 1, epilogue_split=2),  # the split epilogue
         mm.TmaTile(16, 16, 16, 4, 1, warp_specialize=True),  # many tiles per program
+        mm.TmaTile(16, 32, 32, 4, 1, swap_ab=True),  # the transposed tile, transposed back
     ],
-    ids=["32x32x32", "32x64x32-split", "16x16x16-ws"],
+    ids=["32x32x32", "32x64x32-split", "16x16x16-ws", "16x32x32-sw"],
 )
 def test_tma_kernel(dtype, a_t, b_t, tile, device):
     # 40x72x88 leaves partial tiles in M, N and K: the copy engine's zero
@@ -122,15 +123,24 @@ def _split_counters(device) -> torch.Tensor:
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES)
 @pytest.mark.parametrize(("a_t", "b_t"), LAYOUTS)
-@pytest.mark.parametrize("splits", [2, 3, 6])
-def test_tma_kernel_split_k(dtype, a_t, b_t, splits, device):
+@pytest.mark.parametrize(
+    ("splits", "tile"),
+    [
+        (2, mm.INTERPRETER_TILE),
+        (3, mm.INTERPRETER_TILE),
+        (6, mm.INTERPRETER_TILE),
+        (3, mm.TmaTile(16, 32, 32, 4, 1, swap_ab=True)),  # partials of the transposed-back tile
+    ],
+    ids=["2", "3", "6", "3-sw"],
+)
+def test_tma_kernel_split_k(dtype, a_t, b_t, splits, tile, device):
     # K = 136 is five 32-wide steps (the last partial): runs of 2 and 3, of
     # 1, 2 and 2, or six runs of which one is empty; 40x72 leaves partial
     # output tiles (six of 32x32) in each run.
     m, n, k = 40, 72, 136
     a, b = _operands(m, n, k, dtype, device, a_t=a_t, b_t=b_t)
     out, guard = _guarded_output(m, n, dtype, device)
-    plan = mm.TmaPlan(mm.INTERPRETER_TILE, splits)
+    plan = mm.TmaPlan(tile, splits)
     mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
     assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
     assert torch.isnan(guard).all(), "wrote past the end of the output"
@@ -196,6 +206,7 @@ def test_plan_table_rows_name_tiles_in_order():
     assert bounds[-1] is None and bounds[:-1] == sorted(bounds[:-1])
     assert mm.TmaTile(128, 256, 64, 8, 4, epilogue_split=2).name == "128x256x64 w8 s4 e2"
     assert mm.TmaTile(128, 256, 64, 4, 3, warp_specialize=True).name == "128x256x64 w4 s3 ws"
+    assert mm.TmaTile(16, 64, 256, 4, 4, swap_ab=True).name == "16x64x256 w4 s4 sw"
 
 
 @pytest.mark.parametrize(
@@ -721,7 +732,8 @@ _AOT_SCRIPT = textwrap.dedent(
         work = ("*fp32", "*i32") if partials else (f"*{dtype}", f"*{dtype}")
         constexprs = dict(args, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=132,
                           WIDEN_OPERANDS=False, PARTIALS=partials)
-        job = {**job, "tile": tile.name, "ws": tile.warp_specialize, "splits": tile.splits}
+        job = {**job, "tile": tile.name, "ws": tile.warp_specialize, "splits": tile.splits,
+               "swap": tile.swap_ab}
         compile_one(job, mm._matmul_tma_kernel, TMA_INTS, dtype,
                     dict(zip(("ws_ptr", "count_ptr"), work)), constexprs, warps, stages)
 
@@ -788,8 +800,9 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
     assert [_fits(r) for r in results["tma-split-k"] if not r["splits"]] == [False, True]
     for r in results["tma"] + splits + results["tma-w-t"] + results["tma-transposed"]:
         assert _fits(r) and r["cubin"] > 0, r
-        # wgmma takes 64 rows a warpgroup: a narrower tile multiplies with mma.sync.
-        mma = "wgmma" if int(r["tile"].split("x")[0]) >= 64 else "mma.sync"
+        # wgmma takes 64 rows a warpgroup: a narrower tile multiplies with mma.sync,
+        # unless swapped (its rows on wgmma's N side).
+        mma = "wgmma" if r["swap"] or int(r["tile"].split("x")[0]) >= 64 else "mma.sync"
         assert r["counts"][mma] > 0 and r["counts"]["cp.async.bulk.tensor"] > 0, r
         assert r["spills"] == 0, r  # accumulators, and split-K's partial tiles, in registers
         # Warp specialisation adds a producer group: 4 + 2 x 4 warps.

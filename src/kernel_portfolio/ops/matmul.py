@@ -292,6 +292,7 @@ def _matmul_tma_kernel(
     EPILOGUE_SPLIT: tl.constexpr,
     WIDEN_OPERANDS: tl.constexpr,
     PARTIALS: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     """Persistent GEMM through tensor descriptors (Hopper's copy engine).
 
@@ -304,7 +305,12 @@ def _matmul_tma_kernel(
     producers and consumers instead (the two do not combine on Hopper).
     ``EPILOGUE_SPLIT`` stores the tile in that many column slices, which
     needs less shared memory for the epilogue and leaves more for stages.
-    ``WIDEN_OPERANDS``: see ``_widen_operands``.
+    ``WIDEN_OPERANDS``: see ``_widen_operands``. ``SWAP_AB`` computes the
+    transposed tile, ``C^T = B^T A^T``, and transposes the accumulator once
+    after the ``K`` loop: a ``BLOCK_M`` under 64 rows then takes the ``N``
+    side of the tensor-core instruction (wgmma's ``N`` may be 8 to 256,
+    its ``M`` is 64 a warpgroup), so a tile of few rows still runs on wgmma
+    instead of ``mma.sync``.
 
     Split-K (``PARTIALS``): ``K`` is cut into ``split_k`` runs of whole
     ``BLOCK_K`` steps, as even as they divide; the programs walk ``split_k x``
@@ -368,7 +374,10 @@ def _matmul_tma_kernel(
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if SWAP_AB:
+            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_first, k_end):
             off_k = ki * BLOCK_K
             # A transposed operand's tile arrives in its memory layout and is
@@ -378,7 +387,9 @@ def _matmul_tma_kernel(
             if WIDEN_OPERANDS:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
-            acc = tl.dot(a, b, acc)
+            acc = tl.dot(b.T, a.T, acc) if SWAP_AB else tl.dot(a, b, acc)
+        if SWAP_AB:
+            acc = acc.T
 
         epilogue_item += NUM_SMS
         tile = epilogue_item
@@ -436,6 +447,8 @@ class TmaTile:
         stages: ``num_stages``, the operand tiles in flight.
         warp_specialize: Producer and consumer warps instead of the fused loop.
         epilogue_split: Column slices the output tile is stored in (1 or 2).
+        swap_ab: Compute the transposed tile (the kernel's ``SWAP_AB``): for
+            ``block_m`` under 64, whose rows wgmma cannot take as its ``M``.
     """
 
     block_m: int
@@ -445,6 +458,7 @@ class TmaTile:
     stages: int
     warp_specialize: bool = False
     epilogue_split: int = 1
+    swap_ab: bool = False
 
     @property
     def splits(self) -> bool:
@@ -461,12 +475,13 @@ class TmaTile:
 
     @property
     def name(self) -> str:
-        """``128x256x64 w8 s3``, with `` ws`` and `` e2`` where set: the tuning script's label."""
+        """``128x256x64 w8 s3``, with `` ws``, `` e2``, `` sw`` where set: the sweep's label."""
         name = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.warps} s{self.stages}"
         return (
             name
             + " ws" * self.warp_specialize
             + f" e{self.epilogue_split}" * (self.epilogue_split > 1)
+            + " sw" * self.swap_ab
         )
 
     def launch_args(self) -> dict:
@@ -479,6 +494,7 @@ class TmaTile:
             "FLATTEN": not self.warp_specialize,
             "WARP_SPECIALIZE": self.warp_specialize,
             "EPILOGUE_SPLIT": self.epilogue_split,
+            "SWAP_AB": self.swap_ab,
             "num_warps": self.warps,
             "num_stages": self.stages,
         }
@@ -503,9 +519,11 @@ class TmaPlan:
 #: 64 columns, 256 of ``K`` a step) give a few-row product enough output tiles
 #: to fill the SMs without splitting ``K``; a 32-row tile (``mma.sync``, under
 #: wgmma's 64 rows) fetches half a 64-row tile's rows of ``A`` for 32 rows or
-#: fewer. A warp-specialised 128x128x64 tile with five stages was dropped:
-#: in one H200 run (Triton 3.6, raw output not kept) it left the output
-#: unwritten for every layout.
+#: fewer. Swapped tiles (`` sw``, :attr:`TmaTile.swap_ab`) of 16, 32 and 64
+#: rows put the rows on wgmma's ``N`` side: a 16- or 32-row tile then runs on
+#: wgmma, and fetches only its own rows of ``A``. A warp-specialised
+#: 128x128x64 tile with five stages was dropped: in one H200 run (Triton
+#: 3.6, raw output not kept) it left the output unwritten for every layout.
 TMA_TILES = (
     TmaTile(128, 256, 64, 8, 3),
     TmaTile(128, 256, 64, 8, 4, epilogue_split=2),
@@ -523,6 +541,11 @@ TMA_TILES = (
     TmaTile(64, 64, 256, 4, 3),
     TmaTile(64, 32, 256, 4, 4),
     TmaTile(32, 128, 128, 4, 5),
+    TmaTile(16, 128, 128, 4, 6, swap_ab=True),
+    TmaTile(16, 64, 256, 4, 4, swap_ab=True),
+    TmaTile(32, 128, 128, 4, 5, swap_ab=True),
+    TmaTile(32, 64, 256, 4, 4, swap_ab=True),
+    TmaTile(64, 128, 64, 4, 8, swap_ab=True),
 )
 _TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
 
