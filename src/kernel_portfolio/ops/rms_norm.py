@@ -1341,7 +1341,8 @@ def _shifts_weight(peel: bool, weight: torch.Tensor | None, n_rows, n_cols, leas
 #: launches of at most this many rows an SM: programs that fit on their SMs
 #: whatever their registers, where the weight's load read late only waits
 #: behind the reduction. From the A/B of late against early at 1 to 1056 rows
-#: (``results/h100-80gb-hbm3/checks/early-weight-ab-20261206T0152Z.log``).
+#: (``checks/early-weight-ab-*.log`` under the results of the GPU it ran on;
+#: the script: ``git show 36ea354:scripts/early_weight_ab.py``).
 EARLY_W_ROWS_PER_SM = 1
 
 
