@@ -3,8 +3,9 @@
 # 10 minutes each (the device tool's limit). Each phase is one call:
 #
 #   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh checks  # GPU tests and
-#                                                 # memcheck side by side (~5 min;
-#                                                 # KP_GPU_TEST_LIMIT_S: the tests' limit, default 300)
+#                                                 # memcheck side by side, then the tests
+#                                                 # marked bigmem alone (~6 min; KP_GPU_TEST_LIMIT_S:
+#                                                 # the first tests' limit, default 300)
 #   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh gemm    # GEMM tuning sweep (~4 min;
 #                                                 # KP_GEMM_BUDGET_S: its --budget-s, default 160)
 #   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh chunks  # chunk-rules runs 1
@@ -20,7 +21,8 @@
 #
 # What it writes, under $OUT/r and tarred into $OUT/<phase>.tgz (the device tool brings few
 # files back):
-#   checks: checks/gpu-tests-<stamp>.log + .xml, checks/memcheck-<stamp>.log
+#   checks: checks/gpu-tests-<stamp>.log + .xml, checks/gpu-tests-bigmem-<stamp>.log + .xml,
+#           checks/memcheck-<stamp>.log
 #                                                         -> results/h200/checks/
 #   gemm:   h200/gemm_tune.json + .log                    -> results/h200/
 #   chunks: h200/chunk_rules_run1.json, _run2 (+ .log)    -> results/h200/ (kp results --import)
@@ -71,14 +73,22 @@ checks)
     timeout -k 5 200 compute-sanitizer --tool memcheck --error-exitcode 1 \
         python3 scripts/sanitize_paths.py >"$R/checks/memcheck-$s.log" 2>&1 &
     # 200 s stopped 8 of 579 tests on 2026-12-05: the RMSNorm real sizes take 30-51 s each.
+    # The tests marked bigmem (tensors past 2^31 elements, tens of GB each) run alone after
+    # the rest and memcheck: beside 13 other workers one ran out of memory on an 80 GB card.
+    tests=(tests/test_gpu_rows.py tests/test_gpu_rms_norm.py tests/test_gpu_add_matmul.py
+        tests/test_gpu_bench_smoke.py tests/test_routes.py)
     timeout -s INT -k 5 "${KP_GPU_TEST_LIMIT_S:-300}" python3 -m pytest -q -rf -p no:cacheprovider \
-        --timeout=90 -n 12 --junitxml="$R/checks/gpu-tests-$s.xml" tests/test_gpu_rows.py \
-        tests/test_gpu_rms_norm.py tests/test_gpu_add_matmul.py tests/test_gpu_bench_smoke.py \
-        tests/test_routes.py >"$R/checks/gpu-tests-$s.log" 2>&1
+        --timeout=90 -n 12 -m "not bigmem" --junitxml="$R/checks/gpu-tests-$s.xml" "${tests[@]}" \
+        >"$R/checks/gpu-tests-$s.log" 2>&1
     say "GPU tests: exit $?"
     wait
     say "memcheck: exit $? ($(grep -hE 'paths, [0-9]+ failed|ERROR SUMMARY' "$R/checks/memcheck-$s.log" | tr '\n' ' '))"
-    grep -hE "^(FAILED|ERROR) |[0-9]+ (passed|failed)" "$R/checks/gpu-tests-$s.log" | tail -n 25
+    timeout -s INT -k 5 120 python3 -m pytest -q -rf -p no:cacheprovider --timeout=90 -m bigmem \
+        --junitxml="$R/checks/gpu-tests-bigmem-$s.xml" "${tests[@]}" \
+        >"$R/checks/gpu-tests-bigmem-$s.log" 2>&1
+    say "GPU tests that need tens of GB, alone: exit $?"
+    grep -hE "^(FAILED|ERROR) |[0-9]+ (passed|failed)" "$R/checks/gpu-tests-$s.log" \
+        "$R/checks/gpu-tests-bigmem-$s.log" | tail -n 25
     ;;
 gemm)
     timeout -s INT -k 5 "$(left 560)" python3 scripts/gemm_tune.py --out "$R/h200" --warm-jobs 14 \

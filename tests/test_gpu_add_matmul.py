@@ -81,6 +81,7 @@ def test_add_real_sizes_equal_torch(dtype):
     assert_matches(kp.add(small_x, small_y), reference.add(small_x, small_y), dtype)
 
 
+@pytest.mark.bigmem
 @pytest.mark.skipif(_free_bytes() < (20 << 30), reason="needs 20 GiB of free GPU memory")
 def test_add_past_2_31_elements():
     n = (1 << 31) + 4096

@@ -337,6 +337,7 @@ def test_new_batch_sizes_do_not_recompile(width, plan):
     assert _compiled_count(*kernels) == before
 
 
+@pytest.mark.bigmem
 def test_tensors_past_2_31_elements():
     """65537 x 32768 float16 (2^31 + 2^15 elements), and its transpose read through strides."""
     x = torch.randn(2**16 + 1, 2**15, device="cuda", dtype=torch.float16)
