@@ -164,9 +164,9 @@ def test_split_k_launches_back_to_back(device):
 
 #: Few-row products on the plan table's own tiles and split-K counts (for
 #: 132 SMs, whatever the interpreter's count): rows 1-63 (buckets <= 64, which
-#: split ``K``), 65 and 100 (bucket 128), 200 (256) and 257 (512); ``N = 408``
-#: and ``K = 4136`` leave partial tiles in N and in K (4136 is 32 steps of 128
-#: and a part).
+#: take swapped tiles), 65 and 100 (bucket 128), 200 (256) and 257 (512);
+#: ``N = 408`` and ``K = 4136`` leave partial tiles in N and in K (4136 is 32
+#: steps of 128 and a part).
 FEW_ROWS = (1, 17, 63, 65, 100, 200, 257)
 
 
@@ -179,7 +179,7 @@ FEW_ROWS = (1, 17, 63, 65, 100, 200, 257)
 def test_plan_table_at_few_rows(m, dtype, b_t, device):
     n, k = 408, 4136
     plan = mm._tma_plan(m, n, k, 132)
-    assert (plan.split_k > 1) == (m <= 64), plan  # split-K on the rows that take it
+    assert plan.tile.swap_ab == (m <= 64), plan  # swapped tiles on the rows that take them
     a, b = _operands(m, n, k, dtype, device, b_t=b_t)  # b_t: a linear layer's W.T
     out, guard = _guarded_output(m, n, dtype, device)
     mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
@@ -215,15 +215,17 @@ def test_plan_table_rows_name_tiles_in_order():
         (1, 0),
         (16, 0),
         (17, 1),
-        (64, 1),
-        (65, 2),
-        (128, 2),
-        (129, 3),
-        (256, 3),
-        (257, 4),
-        (512, 4),
-        (513, 5),
-        (8193, 6),
+        (32, 1),
+        (33, 2),
+        (64, 2),
+        (65, 3),
+        (128, 3),
+        (129, 4),
+        (256, 4),
+        (257, 5),
+        (512, 5),
+        (513, 6),
+        (8193, 7),
     ],  # fmt: skip
 )
 def test_plan_table_row_by_bucket(m, row):
@@ -275,11 +277,12 @@ def _fill(items: int, sms: int = 132) -> float:
 @pytest.mark.parametrize(
     ("shape", "tile", "splits"),
     [
-        ((16, 4096, 4096), "64x64x256 w4 s3", 2),  # 32x128: 32 tiles, 64 items; 64x64: 128
-        ((64, 4096, 4096), "64x64x256 w4 s3", 2),  # 64 tiles: two runs fill 97% of a wave
+        ((16, 4096, 4096), "16x64x256 w4 s4 sw", 1),  # the row's one tile: 64 tiles, unsplit
+        ((32, 4096, 4096), "16x64x256 w4 s4 sw", 1),  # 16x128: 64 tiles; 16x64: 128
+        ((32, 14336, 4096), "16x128x128 w4 s6 sw", 1),  # 224 tiles: 85% of two waves
+        ((64, 4096, 4096), "32x64x256 w4 s4 sw", 1),  # 64x64: 64 tiles; 32x64: 128
         ((64, 14336, 4096), "64x64x256 w4 s3", 1),  # 224 tiles: 85% of two waves
-        ((64, 4096, 1024), "64x64x256 w4 s3", 2),  # runs of 512
-        ((64, 4096, 512), "64x64x256 w4 s3", 1),  # runs would be shorter than 512
+        ((64, 4096, 16384), "64x64x256 w4 s3", 2),  # two runs of LONG_K_RUN: 128 items, 97%
         ((128, 4096, 4096), "64x64x128 w4 s6", 1),  # 64x128: 64 tiles; 64x64: 128
         ((384, 4096, 4096), "128x128x64 w4 s4", 1),  # 96 tiles, K too short to split
         ((1024, 6144, 4096), "128x128x64 w4 s4", 1),  # 128x256: 73% of two waves; 97% of 3

@@ -37,22 +37,26 @@ class TmaRule:
 #: product's ``M`` bucket gives the tiles ``_tma_plan`` chooses between and
 #: the most runs ``K`` may split into. Rows, tiles and the two constants below
 #: come from ``scripts/gemm_tune.py`` (the sweep's result, kept unpublished as
-#: ``results/archive/h100-80gb-hbm3/gemm_tune-20261205T143211Z.json``:
+#: ``results/archive/h100-80gb-hbm3/gemm_tune-20261206T042133Z.json``:
 #: its "chosen per bucket" summary: per bucket the row whose planned
 #: candidates have the best geometric-mean speed against cuBLAS over the
 #: bucket's cells, both dtypes and every (N, K) of the models layer shapes,
 #: under the best-scoring constants). The sweep ran on an H100, which has the
-#: H200's 132 SMs and tensor cores and less memory bandwidth; the H200 suites
-#: measure the table where it is used. The rows of 256 and 512 start with the
+#: H200's 132 SMs and tensor cores and less memory bandwidth, as the suites
+#: that measure the table did. Up to 64 rows the rows name swapped tiles
+#: (``matmul.TmaTile.swap_ab``), which the sweep timed faster than any
+#: unswapped tile at most of its cells of 16 to 64 rows, unsplit: no row
+#: splits ``K`` short of ``LONG_K_RUN`` any more. The rows of 256 and 512 start with the
 #: widest tile, which ``_tma_plan`` takes only where its tiles alone fill the
 #: waves (256x14336: 112 tiles of 128x256 for 132 SMs) and otherwise passes
 #: over: the fit puts a tile in front of a row where that gains more than
 #: ``MERGE_WITHIN`` over the bucket's cells.
 TMA_RULES = (
-    TmaRule(16, ("32x128x128 w4 s5", "64x64x256 w4 s3"), 2),
-    TmaRule(64, ("64x64x256 w4 s3",), 2),
+    TmaRule(16, ("16x64x256 w4 s4 sw",), 1),
+    TmaRule(32, ("16x128x128 w4 s6 sw", "16x64x256 w4 s4 sw"), 1),
+    TmaRule(64, ("64x64x256 w4 s3", "32x64x256 w4 s4 sw"), 1),
     TmaRule(128, ("64x128x64 w4 s8", "64x64x128 w4 s6"), 1),
-    TmaRule(256, ("128x256x64 w8 s4 e2", "64x128x64 w4 s8", "64x64x128 w4 s6"), 1),
+    TmaRule(256, ("128x256x64 w8 s4 e2", "64x128x64 w4 s8"), 1),
     TmaRule(512, ("128x256x64 w8 s4 e2", "128x128x64 w4 s4", "64x128x64 w4 s8"), 1),
     TmaRule(8192, ("128x256x64 w8 s4 e2", "128x128x64 w4 s4"), 1),
     TmaRule(None, ("128x256x64 w8 s3",), 1),
