@@ -124,6 +124,33 @@ def test_a_cooperative_split_matches_the_reference_and_two_launches(
     assert_matches(together, apart, dtype, f"one launch against two, {chosen}")
 
 
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [((1024, 32000), torch.float16), ((300, 32768), torch.bfloat16), ((512, 16000), torch.float32)],
+    ids=str,
+)
+def test_full_block_forward_in_more_warps_on_every_route(shape, dtype):
+    """``auto``'s block of a row past ``plan_rule.MAX_BLOCK_BYTES``: the forward in
+    ``FULL_BLOCK_FWD_WARPS``, the backward in the plan's warps, the same bits on
+    the direct, autograd and op routes, and the reference's values."""
+    x = torch.randn(shape, device="cuda").mul(3).to(dtype)
+    plan = softmax_ops._forward_plan(x, "auto")
+    assert (plan.kind, plan.num_warps) == ("block", softmax_ops.FULL_BLOCK_FWD_WARPS)
+    assert plans.choose_for(x).num_warps < plan.num_warps
+    direct = kp.softmax(x)
+    assert_matches(direct, reference.softmax(x), dtype, "y")
+    dy = torch.randn(shape, device="cuda").to(dtype)
+    xg = x.clone().requires_grad_()
+    y = kp.softmax(xg)
+    (dx,) = torch.autograd.grad(y, xg, dy)
+    assert torch.equal(y, direct)
+    assert_matches(dx, reference.softmax_backward(direct, dy), dtype, "dx")
+    x_op = x.clone().requires_grad_()
+    y_op = torch.ops.kp.softmax(x_op, "auto", 0, 0, 0)
+    (dx_op,) = torch.autograd.grad(y_op, x_op, dy)
+    assert torch.equal(y_op, direct) and torch.equal(dx_op, dx)
+
+
 def _row_states() -> list[torch.Tensor]:
     return [t for key, t in contracts._STREAM_BUFFERS.items() if key[0] == "softmax row state"]
 

@@ -326,3 +326,20 @@ def test_custom_op_schema_and_autograd_registration(device):
 def test_bad_input_names_the_argument(call, error, message, device):
     with pytest.raises(error, match=message):
         call(device)
+
+
+def test_the_forward_of_a_full_block_takes_more_warps(monkeypatch):
+    """``auto``'s block plan of a row past ``plan_rule.MAX_BLOCK_BYTES`` (a
+    vocabulary of 32000 half-precision columns) runs its forward in
+    ``FULL_BLOCK_FWD_WARPS``; narrower blocks and forced plans launch as chosen."""
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
+    wide = torch.empty(4096, 32000, dtype=torch.float16)
+    chosen = plans.choose_for(wide)
+    assert (chosen.kind, chosen.block) == ("block", 32768)
+    fwd = softmax_mod._forward_plan(wide, "auto")
+    assert fwd == plans.RowPlan("block", 32768, softmax_mod.FULL_BLOCK_FWD_WARPS)
+    assert fwd.num_warps > chosen.num_warps
+    assert softmax_mod._forward_plan(wide, "block") == plans.choose_for(wide, "block")
+    assert softmax_mod._forward_plan(wide, chosen) == chosen
+    narrow = torch.empty(4096, 16384, dtype=torch.float16)  # MAX_BLOCK_BYTES exactly
+    assert softmax_mod._forward_plan(narrow, "auto") == plans.choose_for(narrow)

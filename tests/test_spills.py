@@ -68,6 +68,7 @@ def _shapes() -> list[tuple[tuple[int, int], str]]:
 
 def _launchers(x: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan | None = None) -> dict:
     """Each launcher of the row operators on ``x`` (and ``dy``), by name, at ``plan`` (or auto)."""
+    fwd_plan = plan or softmax._forward_plan(x, "auto")
     plan = plan or plans.choose_for(x)
     n_rows, n_cols = x.shape
     w, rstd = torch.randn(n_cols, dtype=x.dtype), torch.randn(n_rows)
@@ -76,7 +77,7 @@ def _launchers(x: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan | None = N
         return torch.empty_like(x)
 
     return {
-        "softmax fwd": lambda: softmax._launch_forward(x, out(), plan),
+        "softmax fwd": lambda: softmax._launch_forward(x, out(), fwd_plan),
         "softmax bwd": lambda: softmax._launch_backward(x, dy, out(), plan),
         "row_sum": lambda: row_sum._launch_row_sum(x, torch.empty(n_rows, dtype=x.dtype), plan),
         "rms_norm fwd": lambda: rms_norm._forward(x, None, w, 1e-6, plan, out(), None, rstd),

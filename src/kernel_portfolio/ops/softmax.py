@@ -71,7 +71,8 @@ call them directly: the ``torch.ops`` dispatcher and its autograd wrapper cost
 far more host time than a small softmax takes on the GPU. Under
 ``torch.compile``, dispatch modes and ``torch.func`` it goes through
 ``kp::softmax`` and ``kp::softmax_backward``, whose bodies are the same code.
-Every route saves ``y`` and uses the same plan, so all give the same bits.
+Every route saves ``y`` and uses the same plans (:func:`_forward_plan`), so all give
+the same bits.
 
 Inputs of any strides are read in place through ``(stride_xm, stride_xn)``
 whenever the leading dimensions collapse into one row stride; otherwise
@@ -81,13 +82,15 @@ are computed in int64, so tensors past 2^31 elements are addressed correctly.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 from torch.library import triton_op
 
-from kernel_portfolio import plans
+from kernel_portfolio import plan_rule, plans
 from kernel_portfolio.contracts import (
     Replays,
     check_dim,
@@ -128,6 +131,16 @@ COOP_SLOTS = 32
 #: counted modulo ``COOP_GENERATIONS``, so a tag fits the word's high 32 bits.
 COOP_TAG_COUNTS = tl.constexpr(1024)
 COOP_GENERATIONS = tl.constexpr(2**21)
+#: Warps of the forward's ``auto`` block plan for a row past
+#: ``plan_rule.MAX_BLOCK_BYTES`` (a full block of up to
+#: ``plan_rule.FULL_BLOCK_MAX_BYTES``, :func:`_forward_plan`); the backward
+#: keeps the plan's warps. ``scripts/wide_block_ab.py`` timed the block plan
+#: of 32768 float16 columns with 16 and 32 warps
+#: (``results/h100-80gb-hbm3/checks/wide-block-ab-20261205T2140Z.log``): at
+#: 32000, 32064 and 32768 columns and 1024, 4096 and 16384 rows the forward
+#: ran 2-3% faster with 32 at every cell, and the forward and backward 1-3%
+#: slower with 32 in both.
+FULL_BLOCK_FWD_WARPS = 32
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -919,6 +932,25 @@ def _launch_backward(
 # ---------------------------------------------------------------------------
 
 
+def _forward_plan(x: torch.Tensor, plan: str | plans.RowPlan) -> plans.RowPlan:
+    """The forward's plan: ``plans.choose_for``, with ``auto``'s full blocks in more warps.
+
+    :data:`FULL_BLOCK_FWD_WARPS` for a block plan past
+    ``plan_rule.MAX_BLOCK_BYTES`` that ``auto`` chose.
+
+    A forced plan (a kind or a :class:`~kernel_portfolio.plans.RowPlan`) is
+    launched as given.
+    """
+    chosen = plans.choose_for(x, plan)
+    if (
+        plan == "auto"
+        and chosen.kind == "block"
+        and chosen.block * x.element_size() > plan_rule.MAX_BLOCK_BYTES
+    ):
+        return dataclasses.replace(chosen, num_warps=FULL_BLOCK_FWD_WARPS)
+    return chosen
+
+
 def _forward(x: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
     """The softmax of ``x``'s rows: the body of ``kp::softmax`` and of the eager routes."""
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -949,7 +981,7 @@ def _backward_direct(y: torch.Tensor, dy: torch.Tensor, plan: plans.RowPlan) -> 
 def _softmax_op(
     x: torch.Tensor, kind: str, block: int, num_warps: int, splits: int
 ) -> torch.Tensor:
-    return _forward(x, plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits)))
+    return _forward(x, _forward_plan(x, plans.from_op_args(kind, block, num_warps, splits)))
 
 
 @triton_op("kp::softmax_backward", mutates_args=())
@@ -989,10 +1021,9 @@ class _Softmax(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, plan):
-        plan = plans.choose_for(x, plan)
-        y = _FORWARD_REPLAYS.call(_forward_direct, (x,), (plan,))
+        y = _FORWARD_REPLAYS.call(_forward_direct, (x,), (_forward_plan(x, plan),))
         ctx.save_for_backward(y)
-        ctx.plan = plan
+        ctx.plan = plans.choose_for(x, plan)
         return y
 
     @staticmethod
@@ -1068,7 +1099,7 @@ def _softmax(x: torch.Tensor, dim: int, plan: str | plans.RowPlan) -> torch.Tens
     last = dim == max(x.ndim - 1, 0)
     rows = x.reshape(1) if x.ndim == 0 else x if last else x.movedim(dim, -1)
     if direct_route(x):
-        y = _forward_direct(rows, plans.choose_for(rows, plan))
+        y = _forward_direct(rows, _forward_plan(rows, plan))
     elif eager_route():
         y = _Softmax.apply(rows, plan)
     else:
