@@ -125,6 +125,7 @@ offsets times a column stride, are computed in int64.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -170,6 +171,10 @@ _RUNTIME_ARGS = [
 #: is the hardware default): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
+#: A/B knobs (experiment): the looped forward's weight loads' eviction policy,
+#: and peeled rows visited grouped by head (one weight copy hot at a time).
+LOOPED_W_EVICT = ""
+GROUP_HEADS = False
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -247,11 +252,13 @@ def _reload_h(x_row, stride_xn, h_row, cols, mask, HAS_RESIDUAL: tl.constexpr, E
 
 
 @triton.jit
-def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr):
+def _store_y(
+    y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr, W_EVICT: tl.constexpr = ""
+):
     """Store ``h * rstd`` (times the weight) at ``cols``; the weight is read here, late."""
     y = h * rstd
     if HAS_WEIGHT:
-        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy=W_EVICT).to(tl.float32)
     tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
 
 
@@ -316,6 +323,7 @@ def _normalise(
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
     EVICT: tl.constexpr,
+    W_EVICT: tl.constexpr = "",
 ):
     """Second pass over ``[start, end)``, last chunk first: re-read ``h``, write ``y``.
 
@@ -327,7 +335,7 @@ def _normalise(
         cols = start + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
         h = _reload_h(x_row, stride_xn, h_row, cols, mask, HAS_RESIDUAL, EVICT)
-        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
+        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT, W_EVICT)
 
 
 @triton.jit
@@ -506,6 +514,8 @@ def _fwd_looped_kernel(
     SHIFT_W: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
+    W_EVICT: tl.constexpr = "",
+    HEAD_GROUPS: tl.constexpr = 1,
 ):
     """Looped plan: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
@@ -521,8 +531,12 @@ def _fwd_looped_kernel(
     ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
     width = n_cols // VEC * VEC  # the widest body: every row's chunk loops alike
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
-        row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
+    per_group = tl.cdiv(n_rows, HEAD_GROUPS)
+    for k in tl.range(tl.program_id(0), per_group * HEAD_GROUPS, tl.num_programs(0), num_stages=1):
+        row = k
+        if HEAD_GROUPS > 1:
+            row = (k % per_group) * HEAD_GROUPS + k // per_group
+        row64 = tl.cast(tl.minimum(row, n_rows - 1), tl.int64)  # row * stride can pass 2^31
         head = row_head(row64 * stride_xm, VEC, PEEL)
         n_body = body_width(n_cols, head, VEC, PEEL)
         x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
@@ -597,6 +611,7 @@ def _fwd_looped_kernel(
                 HAS_WEIGHT,
                 BLOCK,
                 SECOND,
+                W_EVICT,
             )
         if STORE_RSTD:
             tl.store(rstd_ptr + row64, rstd)
@@ -1455,6 +1470,8 @@ def _forward(
                 FIRST=passes[0],
                 SECOND=passes[1],
                 SHIFT_W=shift_w,
+                W_EVICT=LOOPED_W_EVICT,
+                HEAD_GROUPS=vec // math.gcd(strides[0] % vec, vec) if GROUP_HEADS and peel else 1,
                 **flags,
                 **consts,
             )
