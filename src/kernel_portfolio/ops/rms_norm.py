@@ -252,9 +252,7 @@ def _reload_h(x_row, stride_xn, h_row, cols, mask, HAS_RESIDUAL: tl.constexpr, E
 
 
 @triton.jit
-def _store_y(
-    y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr, W_EVICT: tl.constexpr = ""
-):
+def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr, W_EVICT: tl.constexpr):
     """Store ``h * rstd`` (times the weight) at ``cols``; the weight is read here, late."""
     y = h * rstd
     if HAS_WEIGHT:
@@ -276,7 +274,7 @@ def _store_y_early(
     if EARLY_W:
         tl.store(y_row + cols, (h * rstd * w).to(y_row.dtype.element_ty), mask=mask)
     else:
-        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
+        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT, "")
 
 
 @triton.jit
@@ -323,7 +321,7 @@ def _normalise(
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
     EVICT: tl.constexpr,
-    W_EVICT: tl.constexpr = "",
+    W_EVICT: tl.constexpr,
 ):
     """Second pass over ``[start, end)``, last chunk first: re-read ``h``, write ``y``.
 
@@ -514,8 +512,8 @@ def _fwd_looped_kernel(
     SHIFT_W: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
-    W_EVICT: tl.constexpr = "",
-    HEAD_GROUPS: tl.constexpr = 1,
+    W_EVICT: tl.constexpr,
+    HEAD_GROUPS: tl.constexpr,
 ):
     """Looped plan: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
@@ -531,12 +529,16 @@ def _fwd_looped_kernel(
     ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
     width = n_cols // VEC * VEC  # the widest body: every row's chunk loops alike
-    per_group = tl.cdiv(n_rows, HEAD_GROUPS)
-    for k in tl.range(tl.program_id(0), per_group * HEAD_GROUPS, tl.num_programs(0), num_stages=1):
+    n_visits = n_rows
+    per_group = n_rows
+    if HEAD_GROUPS > 1:
+        per_group = tl.cdiv(n_rows, HEAD_GROUPS)
+        n_visits = per_group * HEAD_GROUPS
+    for k in tl.range(tl.program_id(0), n_visits, tl.num_programs(0), num_stages=1):
         row = k
         if HEAD_GROUPS > 1:
-            row = (k % per_group) * HEAD_GROUPS + k // per_group
-        row64 = tl.cast(tl.minimum(row, n_rows - 1), tl.int64)  # row * stride can pass 2^31
+            row = tl.minimum((k % per_group) * HEAD_GROUPS + k // per_group, n_rows - 1)
+        row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         head = row_head(row64 * stride_xm, VEC, PEEL)
         n_body = body_width(n_cols, head, VEC, PEEL)
         x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
@@ -724,11 +726,12 @@ def _fwd_split_kernel(
         HAS_WEIGHT,
         BLOCK,
         "",
+        "",
     )
     if PEEL and tl.program_id(1) == 0:
         peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
         h_peel = _reload_h(x_row, stride_xn, h_row, peel, peel_mask, HAS_RESIDUAL, "")
-        _store_y(y_row, w_ptr + head, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
+        _store_y(y_row, w_ptr + head, h_peel, rstd, peel, peel_mask, HAS_WEIGHT, "")
 
 
 @triton.jit
