@@ -125,7 +125,6 @@ offsets times a column stride, are computed in int64.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import torch
@@ -171,10 +170,6 @@ _RUNTIME_ARGS = [
 #: is the hardware default): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
-#: A/B knobs (experiment): the looped forward's weight loads' eviction policy,
-#: and peeled rows visited grouped by head (one weight copy hot at a time).
-LOOPED_W_EVICT = ""
-GROUP_HEADS = False
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -252,11 +247,11 @@ def _reload_h(x_row, stride_xn, h_row, cols, mask, HAS_RESIDUAL: tl.constexpr, E
 
 
 @triton.jit
-def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr, W_EVICT: tl.constexpr):
+def _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT: tl.constexpr):
     """Store ``h * rstd`` (times the weight) at ``cols``; the weight is read here, late."""
     y = h * rstd
     if HAS_WEIGHT:
-        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy=W_EVICT).to(tl.float32)
+        y = y * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     tl.store(y_row + cols, y.to(y_row.dtype.element_ty), mask=mask)
 
 
@@ -274,7 +269,7 @@ def _store_y_early(
     if EARLY_W:
         tl.store(y_row + cols, (h * rstd * w).to(y_row.dtype.element_ty), mask=mask)
     else:
-        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT, "")
+        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
 
 
 @triton.jit
@@ -321,7 +316,6 @@ def _normalise(
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
     EVICT: tl.constexpr,
-    W_EVICT: tl.constexpr,
 ):
     """Second pass over ``[start, end)``, last chunk first: re-read ``h``, write ``y``.
 
@@ -333,7 +327,7 @@ def _normalise(
         cols = start + (n_chunks - 1 - c) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < n_cols
         h = _reload_h(x_row, stride_xn, h_row, cols, mask, HAS_RESIDUAL, EVICT)
-        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT, W_EVICT)
+        _store_y(y_row, w_ptr, h, rstd, cols, mask, HAS_WEIGHT)
 
 
 @triton.jit
@@ -512,8 +506,6 @@ def _fwd_looped_kernel(
     SHIFT_W: tl.constexpr,
     FIRST: tl.constexpr,
     SECOND: tl.constexpr,
-    W_EVICT: tl.constexpr,
-    HEAD_GROUPS: tl.constexpr,
 ):
     """Looped plan: program ``p`` of ``P`` takes rows ``p, p + P, ...``.
 
@@ -529,15 +521,7 @@ def _fwd_looped_kernel(
     ``rstd_ptr`` is written only when ``STORE_RSTD``.
     """
     width = n_cols // VEC * VEC  # the widest body: every row's chunk loops alike
-    n_visits = n_rows
-    per_group = n_rows
-    if HEAD_GROUPS > 1:
-        per_group = tl.cdiv(n_rows, HEAD_GROUPS)
-        n_visits = per_group * HEAD_GROUPS
-    for k in tl.range(tl.program_id(0), n_visits, tl.num_programs(0), num_stages=1):
-        row = k
-        if HEAD_GROUPS > 1:
-            row = tl.minimum((k % per_group) * HEAD_GROUPS + k // per_group, n_rows - 1)
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=1):
         row64 = tl.cast(row, tl.int64)  # row * stride can pass 2^31
         head = row_head(row64 * stride_xm, VEC, PEEL)
         n_body = body_width(n_cols, head, VEC, PEEL)
@@ -613,7 +597,6 @@ def _fwd_looped_kernel(
                 HAS_WEIGHT,
                 BLOCK,
                 SECOND,
-                W_EVICT,
             )
         if STORE_RSTD:
             tl.store(rstd_ptr + row64, rstd)
@@ -726,12 +709,11 @@ def _fwd_split_kernel(
         HAS_WEIGHT,
         BLOCK,
         "",
-        "",
     )
     if PEEL and tl.program_id(1) == 0:
         peel, peel_mask = peel_cols(head, n_body, n_cols, VEC)
         h_peel = _reload_h(x_row, stride_xn, h_row, peel, peel_mask, HAS_RESIDUAL, "")
-        _store_y(y_row, w_ptr + head, h_peel, rstd, peel, peel_mask, HAS_WEIGHT, "")
+        _store_y(y_row, w_ptr + head, h_peel, rstd, peel, peel_mask, HAS_WEIGHT)
 
 
 @triton.jit
@@ -1473,8 +1455,6 @@ def _forward(
                 FIRST=passes[0],
                 SECOND=passes[1],
                 SHIFT_W=shift_w,
-                W_EVICT=LOOPED_W_EVICT,
-                HEAD_GROUPS=vec // math.gcd(strides[0] % vec, vec) if GROUP_HEADS and peel else 1,
                 **flags,
                 **consts,
             )
