@@ -1,4 +1,4 @@
-"""A/B of the RMSNorm looped forward's warps on peeled rows (widths whose rows are not 16 bytes apart).
+"""A/B of the RMSNorm looped forward's warps on peeled rows (rows not 16 bytes apart).
 
 About three minutes in one process; prints a table and writes nothing else::
 
