@@ -15,7 +15,7 @@ quarter of its warps (at least 4), beside ``auto`` at the aligned neighbour
 width (``N`` rounded down to a multiple of 8). Each call with a cold L2
 behind a device spin, visited in alternating order (six visits of twenty
 samples); a ratio is the median over visits of each visit's ratio (paired),
-against ``w``. The settings' outputs must be bitwise equal.
+against ``w``. The settings' outputs must agree to rounding.
 """
 
 from __future__ import annotations
@@ -37,13 +37,21 @@ MAX_ELEMENTS = 1 << 30
 SETTINGS = {"w": 1, "w/2": 2, "w/4": 4}
 
 
-def _call(m: int, n: int, dtype: torch.dtype, divide: int = 1):
+def _calls(m: int, n: int, dtype: torch.dtype) -> dict:
+    """Per setting: the launcher call on one shared input, its output and its plan."""
     x = torch.randn(m, n, device="cuda", dtype=dtype)
     w = torch.randn(n, device="cuda", dtype=dtype)
-    plan = plans.choose_for(x)
-    plan = dataclasses.replace(plan, num_warps=max(4, plan.num_warps // divide))
-    y = torch.empty_like(x)
-    return (lambda: rms_norm._forward(x, None, w, 1e-6, plan, y, None, None)), y, plan
+    auto = plans.choose_for(x)
+    runs = {}
+    for name, divide in SETTINGS.items():
+        plan = dataclasses.replace(auto, num_warps=max(4, auto.num_warps // divide))
+        y = torch.empty_like(x)
+        runs[name] = (_launch(x, w, plan, y), y, plan)
+    return runs
+
+
+def _launch(x, w, plan, y):
+    return lambda: rms_norm._forward(x, None, w, 1e-6, plan, y, None, None)
 
 
 def main() -> None:
@@ -58,17 +66,18 @@ def main() -> None:
             for m in ROWS:
                 if m * n > MAX_ELEMENTS:
                     continue
-                runs = {k: _call(m, n, dtype, d) for k, d in SETTINGS.items()}
+                runs = _calls(m, n, dtype)
                 ys = []
                 for call, y, _ in runs.values():
                     y.fill_(float("nan"))
                     call()
                     ys.append(y.clone())
-                if not all(torch.equal(ys[0], y) for y in ys[1:]):
+                # Fewer warps reduce a row in another order: equal to rounding.
+                if not all(torch.allclose(ys[0], y, rtol=1e-2, atol=1e-2) for y in ys[1:]):
                     raise SystemExit(f"{dtype} {m}x{n}: the settings' outputs differ")
                 del ys
                 calls = {k: r[0] for k, r in runs.items()}
-                calls["aligned"] = _call(m, n // 8 * 8, dtype)[0]
+                calls["aligned"] = _calls(m, n // 8 * 8, dtype)["w"][0]
                 lead = timing.lead_for(calls["w"])
                 visits = {k: [] for k in names}
                 for visit in range(VISITS):
