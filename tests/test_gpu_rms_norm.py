@@ -24,7 +24,7 @@ from test_rms_norm import (
 )
 
 import kernel_portfolio as kp
-from kernel_portfolio import plans
+from kernel_portfolio import plans, reference
 from kernel_portfolio.ops import rms_norm as rms_mod
 
 pytestmark = pytest.mark.gpu
@@ -239,3 +239,31 @@ def test_new_batch_size_does_not_recompile(plan, width, batches):
 def test_second_gpu_while_first_is_current(op):
     with torch.cuda.device(0):
         check_op(op, *make_inputs(op, (300, 5000), torch.bfloat16, "cuda:1"))
+
+
+@pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16), ids=str)
+def test_unaligned_forward_in_fewer_warps_on_every_route(dtype):
+    """``auto``'s looped plan of rows not 16 bytes apart, with a weight: the
+    forward in ``UNALIGNED_FWD_WARPS``, the backward in the plan's warps, the
+    same bits on the direct, autograd and op routes, and the float64 values."""
+    n = 50257
+    x = torch.randn(1024, n, device="cuda").mul(3).to(dtype)
+    w = torch.randn(n, device="cuda").to(dtype)
+    plan = rms_mod._forward_plan(x, w, "auto")
+    assert (plan.kind, plan.num_warps) == ("looped", rms_mod.UNALIGNED_FWD_WARPS)
+    assert plans.choose_for(x).num_warps > plan.num_warps
+    direct = kp.rms_norm(x, w)
+    assert_matches(direct, reference.rms_norm(x, w), dtype, "y")
+    dy = torch.randn_like(x)
+    xg = x.clone().requires_grad_()
+    y = kp.rms_norm(xg, w)
+    (dx,) = torch.autograd.grad(y, xg, dy)
+    assert torch.equal(y, direct)
+    x64 = x.double().cpu().requires_grad_()
+    y64 = F.rms_norm(x64, (n,), w.double().cpu(), 1e-6)
+    (dx64,) = torch.autograd.grad(y64, x64, dy.double().cpu())
+    assert_matches(dx, dx64, dtype, "dx")
+    x_op = x.clone().requires_grad_()
+    y_op, _ = torch.ops.kp.rms_norm(x_op, w, 1e-6, "auto", 0, 0, 0)
+    (dx_op,) = torch.autograd.grad(y_op, x_op, dy)
+    assert torch.equal(y_op, direct) and torch.equal(dx_op, dx)

@@ -1280,3 +1280,40 @@ def test_bad_plan(op, device):
         _call(op, x, None, plan=4)
     with pytest.raises(ValueError, match="whole row"):
         _call(op, x, None, plan=RowPlan("block", 512, 4))
+
+
+def test_the_forward_of_unaligned_rows_takes_fewer_warps(monkeypatch):
+    """``auto``'s looped plan of rows not 16 bytes apart, with a weight: the
+    forward in at most ``UNALIGNED_FWD_WARPS`` on the direct and autograd
+    routes, the backward in the plan's warps; aligned rows, no weight, plans of
+    fewer warps and forced plans launch as chosen."""
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
+    x = torch.empty(4096, 50257, dtype=torch.bfloat16)  # GPT-2's vocabulary
+    w = torch.empty(50257, dtype=torch.bfloat16)
+    chosen = plans.choose_for(x)
+    assert chosen.kind == "looped" and chosen.num_warps > rms_mod.UNALIGNED_FWD_WARPS
+    want = RowPlan("looped", chosen.block, rms_mod.UNALIGNED_FWD_WARPS)
+    assert rms_mod._forward_plan(x, w, "auto") == want
+    assert rms_mod._forward_plan(x, None, "auto") == chosen
+    assert rms_mod._forward_plan(x, w, "looped") == chosen
+    assert rms_mod._forward_plan(x, w, chosen) == chosen
+    aligned = torch.empty(4096, 50256, dtype=torch.bfloat16)
+    assert rms_mod._forward_plan(aligned, w[:-1], "auto") == plans.choose_for(aligned)
+    narrow = torch.empty(4096, 30522, dtype=torch.bfloat16)  # 8 warps already
+    assert rms_mod._forward_plan(narrow, w[:30522], "auto") == plans.choose_for(narrow)
+
+    def warps(call) -> list[tuple[str, int]]:
+        return [
+            (s["kernel"], s["num_warps"]) for s in captured_launches(monkeypatch, [rms_mod], call)
+        ]
+
+    fwd = ("_fwd_looped_kernel", rms_mod.UNALIGNED_FWD_WARPS)
+    assert fwd in warps(lambda: kp.rms_norm(x, w))
+    backward_plans = []
+    backward = rms_mod._backward
+    monkeypatch.setattr(
+        rms_mod, "_backward", lambda *a: backward_plans.append(a[5]) or backward(*a)
+    )
+    xg = x.clone().requires_grad_()
+    assert fwd in warps(lambda: kp.rms_norm(xg, w).sum().backward())
+    assert backward_plans == [chosen]

@@ -86,7 +86,9 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   and a row whose head is ``h`` reads its body's weight from row ``h``, in
   16-byte vectors. The partial ``dweight`` rows are ``N``
   padded to a multiple of 4 floats, so that the reduction reads 16-byte
-  vectors at any ``N``.
+  vectors at any ``N``. ``auto``'s looped forward of such rows with a weight
+  and without a residual runs in at most :data:`UNALIGNED_FWD_WARPS` warps
+  (:func:`_forward_plan`); its backward keeps the plan's.
 
 Specialisation, as in the other row operators. Compile-time values: the
 dtypes, ``HAS_RESIDUAL``, ``HAS_WEIGHT``, ``HAS_DH``, ``STORE_RSTD``,
@@ -125,6 +127,7 @@ offsets times a column stride, are computed in int64.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import torch
@@ -1372,6 +1375,46 @@ def _shifted_weight(weight: torch.Tensor, n_cols: int, vec: int) -> tuple[torch.
     return ws, ws_stride
 
 
+#: Most warps of ``auto``'s looped forward over rows not 16 bytes apart, with a
+#: weight and no residual (:func:`_forward_plan`). On the H100 (the A/B of the
+#: plan's warps against half and a quarter of them at 132 to 16384 rows of
+#: 30522 to 151937 columns, both half dtypes:
+#: ``results/h100-80gb-hbm3/checks/shift-warps-ab-20261206T0748Z.log``; the
+#: script: ``git show cdee06a:scripts/shift_warps_ab.py``) the looped plans of
+#: 16384 columns ran 2-13% faster in 8 warps than in 16 at every row count of
+#: 50257 to 151937 columns, with the weight read from its shifted copies or in
+#: place, and the plans of 8192 columns in 8 warps 4-16% faster than in 4.
+#: The chunk-rules sweep timed the same at 1024 rows of 32769 and 50257
+#: columns, and 16 warps faster at aligned widths.
+UNALIGNED_FWD_WARPS = 8
+
+
+def _forward_plan(
+    x: torch.Tensor, weight: torch.Tensor | None, plan: str | plans.RowPlan
+) -> plans.RowPlan:
+    """The forward's plan (no residual): ``plans.choose_for``, with fewer warps on unaligned rows.
+
+    ``auto``'s looped plan of rows whose width is not a multiple of a 16-byte
+    vector (the peeled rows of contiguous inputs), with a weight, takes at
+    most :data:`UNALIGNED_FWD_WARPS` warps. A forced plan (a kind or a
+    :class:`~kernel_portfolio.plans.RowPlan`) is launched as given, and so is
+    a symbolic width (``torch.compile`` with dynamic shapes), so that the
+    graph does not guard on it.
+    """
+    chosen = plans.choose_for(x, plan)
+    n_cols = x.shape[-1]
+    if (
+        plan == "auto"
+        and weight is not None
+        and chosen.kind == "looped"
+        and chosen.num_warps > UNALIGNED_FWD_WARPS
+        and type(n_cols) is int
+        and n_cols * x.element_size() % 16
+    ):
+        return dataclasses.replace(chosen, num_warps=UNALIGNED_FWD_WARPS)
+    return chosen
+
+
 def _forward(
     x: torch.Tensor,
     residual: torch.Tensor | None,
@@ -1685,7 +1728,7 @@ def _rms_norm_op(
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
+    plan = _forward_plan(x, weight, plans.from_op_args(kind, block, num_warps, splits))
     y, _, rstd = _rms_norm(x, None, weight, eps, plan, x, keep_rstd=True)
     return y, rstd
 
@@ -1813,10 +1856,10 @@ class _RMSNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps, plan):
-        plan = plans.choose_for(x, plan)
-        y, rstd = _FORWARD_REPLAYS.call(_forward_direct, (x, None, weight), (eps, plan, True))
+        fwd_plan = _forward_plan(x, weight, plan)
+        y, rstd = _FORWARD_REPLAYS.call(_forward_direct, (x, None, weight), (eps, fwd_plan, True))
         ctx.save_for_backward(x, weight, rstd)
-        ctx.plan = plan
+        ctx.plan = plans.choose_for(x, plan)
         return y
 
     @staticmethod
@@ -1933,7 +1976,7 @@ def _rms_norm_checked(x, weight, eps, plan) -> torch.Tensor:
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, weight):
-        return _forward_direct(x, None, weight, eps, plans.choose_for(x, plan), False)[0]
+        return _forward_direct(x, None, weight, eps, _forward_plan(x, weight, plan), False)[0]
     if eager_route():
         return _RMSNorm.apply(x, weight, eps, plan)
     y, _ = torch.ops.kp.rms_norm(plans.as_rows(x), weight, eps, *plans.to_op_args(plan))
