@@ -1344,8 +1344,8 @@ def _shifts_weight(peel: bool, weight: torch.Tensor | None, n_rows, n_cols, leas
 #: launches of at most this many rows an SM: programs that fit on their SMs
 #: whatever their registers, where the weight's load read late only waits
 #: behind the reduction. From the A/B of late against early at 1 to 1056 rows
-#: (``checks/early-weight-ab-*.log`` under the results of the GPU it ran on;
-#: the script: ``git show 36ea354:scripts/early_weight_ab.py``).
+#: (``results/h100-80gb-hbm3/checks/early-weight-ab-20261206T0152Z.log``; its
+#: script ran on an experiment's branch and was not kept).
 EARLY_W_ROWS_PER_SM = 1
 
 
@@ -1383,7 +1383,7 @@ def _shifted_weight(weight: torch.Tensor, n_cols: int, vec: int) -> tuple[torch.
 #: script: ``git show cdee06a:scripts/shift_warps_ab.py``) the looped plans of
 #: 16384 columns ran 2-13% faster in 8 warps than in 16 at every row count of
 #: 50257 to 151937 columns, with the weight read from its shifted copies or in
-#: place, and the plans of 8192 columns in 8 warps 4-16% faster than in 4.
+#: place, and the plans of 8192 columns 4-16% slower in 4 warps than in 8.
 #: The chunk-rules sweep timed the same at 1024 rows of 32769 and 50257
 #: columns, and 16 warps faster at aligned widths.
 UNALIGNED_FWD_WARPS = 8

@@ -138,8 +138,8 @@ COOP_GENERATIONS = tl.constexpr(2**21)
 #: of 32768 float16 columns with 16 and 32 warps
 #: (``results/h100-80gb-hbm3/checks/wide-block-ab-20261205T2140Z.log``): at
 #: 32000, 32064 and 32768 columns and 1024, 4096 and 16384 rows the forward
-#: ran 2-3% faster with 32 at every cell, and the forward and backward 1-3%
-#: slower with 32 in both.
+#: ran 2.0-2.4% faster with 32 at every cell, and the forward and backward
+#: 0.6-1.6% slower with 32 at every cell.
 FULL_BLOCK_FWD_WARPS = 32
 
 # ---------------------------------------------------------------------------
