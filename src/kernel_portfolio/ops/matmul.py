@@ -293,7 +293,6 @@ def _matmul_tma_kernel(
     WIDEN_OPERANDS: tl.constexpr,
     PARTIALS: tl.constexpr,
     SWAP_AB: tl.constexpr,
-    REDUCE_APART: tl.constexpr,
 ):
     """Persistent GEMM through tensor descriptors (Hopper's copy engine).
 
@@ -355,10 +354,8 @@ def _matmul_tma_kernel(
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BLOCK_K)
     n_items = num_tiles
-    k_run = k_tiles
     if PARTIALS:
         n_items = num_tiles * split_k
-        k_run = tl.cdiv(k_tiles, split_k)
     # The epilogue recomputes its tile from a counter of its own: sharing
     # pid_m/pid_n between the loads and the store would tie the prologue of
     # the next tile to the epilogue of this one once the loops are fused.
@@ -372,14 +369,8 @@ def _matmul_tma_kernel(
         if PARTIALS:
             tile = item % num_tiles
             run = item // num_tiles
-            if REDUCE_APART:
-                # Runs of one length (the fused, pipelined loop needs a trip count
-                # that does not change with the item); the copy engine reads zeros
-                # past K, so the last run's overhang adds nothing.
-                k_first = run * k_run
-            else:
-                k_first = run * k_tiles // split_k
-                k_end = (run + 1) * k_tiles // split_k
+            k_first = run * k_tiles // split_k
+            k_end = (run + 1) * k_tiles // split_k
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -387,15 +378,8 @@ def _matmul_tma_kernel(
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
         else:
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        k_lo = k_first
-        k_hi = k_end
-        k_shift = 0
-        if REDUCE_APART:
-            k_lo = 0
-            k_hi = k_run
-            k_shift = k_first
-        for ki in range(k_lo, k_hi):
-            off_k = (ki + k_shift) * BLOCK_K
+        for ki in range(k_first, k_end):
+            off_k = ki * BLOCK_K
             # A transposed operand's tile arrives in its memory layout and is
             # transposed in shared memory, where wgmma reads either order.
             a = a_desc.load([off_k, off_m]).T if A_COL_MAJOR else a_desc.load([off_m, off_k])
@@ -422,7 +406,6 @@ def _matmul_tma_kernel(
             partials = ws_ptr + tile.to(tl.int64) * split_k * (BLOCK_M * BLOCK_N)
             run = epilogue_item // num_tiles
             tl.store(partials + run * (BLOCK_M * BLOCK_N) + in_tile, acc)
-        if PARTIALS and not REDUCE_APART:
             tl.debug_barrier()  # every thread's stores before the count
             arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
             if arrived == split_k - 1:
@@ -434,47 +417,9 @@ def _matmul_tma_kernel(
                     )
                 _store_tile(c_desc, total.to(out_ty), off_m, off_n, EPILOGUE_SPLIT)
                 tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
-        if not PARTIALS:
+        else:
             _store_tile(c_desc, acc.to(out_ty), off_m, off_n, EPILOGUE_SPLIT)
 
-
-@triton.jit(do_not_specialize=["M", "N", "stride_c", "split_k"])
-def _split_reduce_kernel(
-    ws_ptr,
-    c_ptr,
-    M,
-    N,
-    stride_c,
-    split_k,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    SLAB: tl.constexpr,
-):
-    """Experiment: program ``(tile, slab)`` adds rows ``[slab * SLAB, +SLAB)`` of the
-    tile's ``split_k`` float32 partials in run order and writes them to ``C``."""
-    tile = tl.program_id(0)
-    slab = tl.program_id(1)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-    in_slab = (slab * SLAB + tl.arange(0, SLAB))[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-    partials = ws_ptr + tile.to(tl.int64) * split_k * (BLOCK_M * BLOCK_N)
-    total = tl.zeros((SLAB, BLOCK_N), dtype=tl.float32)
-    for r in range(split_k):
-        total += tl.load(partials + r * (BLOCK_M * BLOCK_N) + in_slab)
-    rows = pid_m * BLOCK_M + slab * SLAB + tl.arange(0, SLAB)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    tl.store(
-        c_ptr + rows[:, None].to(tl.int64) * stride_c + cols[None, :],
-        total.to(c_ptr.dtype.element_ty),
-        mask=(rows[:, None] < M) & (cols[None, :] < N),
-    )
-
-
-#: Experiment: split-K's partials added by :func:`_split_reduce_kernel` after the GEMM.
-REDUCE_APART = False
-REDUCE_SLAB = 32
 
 # ---------------------------------------------------------------------------
 # Launcher
@@ -970,24 +915,8 @@ def _launch_matmul(
         NUM_SMS=num_sms,
         WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
         PARTIALS=partials,
-        REDUCE_APART=partials and REDUCE_APART,
         **tile.launch_args(),
     )
-    if partials and REDUCE_APART:
-        slab = min(REDUCE_SLAB, tile.block_m)
-        launchable(_split_reduce_kernel)[(n_tiles, tile.block_m // slab)](
-            ws,
-            out,
-            M,
-            N,
-            stride_c,
-            plan.split_k,
-            BLOCK_M=tile.block_m,
-            BLOCK_N=tile.block_n,
-            GROUP_M=8,
-            SLAB=slab,
-            num_warps=4,
-        )
 
 
 # ---------------------------------------------------------------------------
