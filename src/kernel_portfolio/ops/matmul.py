@@ -293,6 +293,7 @@ def _matmul_tma_kernel(
     WIDEN_OPERANDS: tl.constexpr,
     PARTIALS: tl.constexpr,
     SWAP_AB: tl.constexpr,
+    BLOCK_N2: tl.constexpr,
 ):
     """Persistent GEMM through tensor descriptors (Hopper's copy engine).
 
@@ -347,10 +348,23 @@ def _matmul_tma_kernel(
         strides=[stride_c, 1],
         block_shape=[BLOCK_M, BLOCK_N // EPILOGUE_SPLIT],
     )
+    if BLOCK_N2 > 0:
+        if B_COL_MAJOR:
+            b2_desc = tl.make_tensor_descriptor(
+                b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N2, BLOCK_K]
+            )
+        else:
+            b2_desc = tl.make_tensor_descriptor(
+                b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N2]
+            )
+        c2_desc = tl.make_tensor_descriptor(
+            c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, BLOCK_N2]
+        )
+    TILE_N: tl.constexpr = BLOCK_N + BLOCK_N2
     out_ty = c_ptr.dtype.element_ty
 
     num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_n = tl.cdiv(N, TILE_N)
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BLOCK_K)
     n_items = num_tiles
@@ -373,11 +387,13 @@ def _matmul_tma_kernel(
             k_end = (run + 1) * k_tiles // split_k
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
+        off_n = pid_n * TILE_N
         if SWAP_AB:
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
         else:
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if BLOCK_N2 > 0:
+            acc2 = tl.zeros((BLOCK_M, BLOCK_N2), dtype=tl.float32)
         for ki in range(k_first, k_end):
             off_k = ki * BLOCK_K
             # A transposed operand's tile arrives in its memory layout and is
@@ -388,6 +404,15 @@ def _matmul_tma_kernel(
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(b.T, a.T, acc) if SWAP_AB else tl.dot(a, b, acc)
+            if BLOCK_N2 > 0:
+                off_n2 = off_n + BLOCK_N
+                if B_COL_MAJOR:
+                    b2 = b2_desc.load([off_n2, off_k]).T
+                else:
+                    b2 = b2_desc.load([off_k, off_n2])
+                if WIDEN_OPERANDS:
+                    b2 = b2.to(tl.float32)
+                acc2 = tl.dot(a, b2, acc2)
         if SWAP_AB:
             acc = acc.T
 
@@ -397,7 +422,7 @@ def _matmul_tma_kernel(
             tile = epilogue_item % num_tiles
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
+        off_n = pid_n * TILE_N
         if PARTIALS:
             # Partial tiles are whole BLOCK_M x BLOCK_N blocks, tile by tile and
             # run by run: offsets the compiler knows, no masks (the store to C
@@ -419,6 +444,8 @@ def _matmul_tma_kernel(
                 tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
         else:
             _store_tile(c_desc, acc.to(out_ty), off_m, off_n, EPILOGUE_SPLIT)
+            if BLOCK_N2 > 0:
+                c2_desc.store([off_m, off_n + BLOCK_N], acc2.to(out_ty))
 
 
 # ---------------------------------------------------------------------------
@@ -459,6 +486,12 @@ class TmaTile:
     warp_specialize: bool = False
     epilogue_split: int = 1
     swap_ab: bool = False
+    block_n2: int = 0
+
+    @property
+    def tile_n(self) -> int:
+        """Columns of the output tile: ``block_n`` plus ``block_n2``."""
+        return self.block_n + self.block_n2
 
     @property
     def splits(self) -> bool:
@@ -471,12 +504,13 @@ class TmaTile:
         in ``tests/test_matmul.py``); the 128x256 tile's would also need
         279000 bytes of shared memory beside its stages, over the H200's 227 KiB.
         """
-        return not self.warp_specialize
+        return not self.warp_specialize and not self.block_n2
 
     @property
     def name(self) -> str:
         """``128x256x64 w8 s3``, with `` ws``, `` e2``, `` sw`` where set: the sweep's label."""
-        name = f"{self.block_m}x{self.block_n}x{self.block_k} w{self.warps} s{self.stages}"
+        cols = f"{self.block_n}+{self.block_n2}" if self.block_n2 else f"{self.block_n}"
+        name = f"{self.block_m}x{cols}x{self.block_k} w{self.warps} s{self.stages}"
         return (
             name
             + " ws" * self.warp_specialize
@@ -495,6 +529,7 @@ class TmaTile:
             "WARP_SPECIALIZE": self.warp_specialize,
             "EPILOGUE_SPLIT": self.epilogue_split,
             "SWAP_AB": self.swap_ab,
+            "BLOCK_N2": self.block_n2,
             "num_warps": self.warps,
             "num_stages": self.stages,
         }
@@ -642,7 +677,7 @@ def _tma_plan(M, N, K, num_sms: int) -> TmaPlan:
     best = None
     for name in rule.tiles:
         tile = _TILES_BY_NAME[name]
-        tiles = plans.cdiv(M, tile.block_m) * plans.cdiv(N, tile.block_n)
+        tiles = plans.cdiv(M, tile.block_m) * plans.cdiv(N, tile.tile_n)
         split = _split_k(tile, tiles, K, num_sms, rule.max_split)
         items = tiles * split
         if _fills(items, num_sms, gemm_rule.WAVE_FILL):
