@@ -16,7 +16,9 @@ plan, cuBLAS and such tiles, each with the fraction of the SMs' time its
 tiles keep busy. Each call with a cold L2 behind a device spin, visited in
 alternating order (six visits of twenty samples); speeds are the median over
 visits of each visit's ratio against cuBLAS (paired). Every output is
-checked against cuBLAS's.
+checked against cuBLAS's. Such a tile runs its tile and ``K`` loops apart
+(``FLATTEN`` off): fused, ptxas serialised its wgmma instructions (warning
+C7515), and a first run at 82fbdd2 timed them that way.
 """
 
 from __future__ import annotations

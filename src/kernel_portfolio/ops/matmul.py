@@ -525,7 +525,9 @@ class TmaTile:
             "BLOCK_N": self.block_n,
             "BLOCK_K": self.block_k,
             "GROUP_M": 8,
-            "FLATTEN": not self.warp_specialize,
+            # Fused, a tile of two accumulators resets the second with a select
+            # inside the K loop, and ptxas then serialises every wgmma (C7515).
+            "FLATTEN": not self.warp_specialize and not self.block_n2,
             "WARP_SPECIALIZE": self.warp_specialize,
             "EPILOGUE_SPLIT": self.epilogue_split,
             "SWAP_AB": self.swap_ab,
