@@ -33,6 +33,18 @@ class TmaRule:
     max_split: int = 1
 
 
+#: Tiles of two accumulators (``matmul.TmaTile.block_n2``), a width that is not
+#: a power of two, at the end of the rows of 129 to 1024 rows: ``_tma_plan``
+#: reaches them only where no power-of-two tile of the row keeps
+#: ``WAVE_FILL`` of the SMs busy. Their order is the A/B's
+#: (``results/h100-80gb-hbm3/checks/wide-tile-ab-20261206T0937Z.log``, at 256
+#: to 1024 rows of the models layer shapes, bfloat16): at every shape where no
+#: power-of-two tile filled the waves, the first of these that does ran faster
+#: than the plan without them, the 64-row one up to 512 rows and the 128-row
+#: ones above.
+WIDE_TILES_FEW = ("64x128+64x64 w4 s6", "128x128+16x64 w4 s4")
+WIDE_TILES_MORE = ("128x128+64x64 w8 s4", "128x128+16x64 w4 s4")
+
 #: The Hopper path's plan table: the first row whose ``max_m`` holds the
 #: product's ``M`` bucket gives the tiles ``_tma_plan`` chooses between and
 #: the most runs ``K`` may split into. Rows, tiles and the two constants below
@@ -56,8 +68,13 @@ TMA_RULES = (
     TmaRule(32, ("16x128x128 w4 s6 sw", "16x64x256 w4 s4 sw"), 1),
     TmaRule(64, ("64x64x256 w4 s3", "32x64x256 w4 s4 sw"), 1),
     TmaRule(128, ("64x128x64 w4 s8", "64x64x128 w4 s6"), 1),
-    TmaRule(256, ("128x256x64 w8 s4 e2", "64x128x64 w4 s8"), 1),
-    TmaRule(512, ("128x256x64 w8 s4 e2", "128x128x64 w4 s4", "64x128x64 w4 s8"), 1),
+    TmaRule(256, ("128x256x64 w8 s4 e2", "64x128x64 w4 s8", *WIDE_TILES_FEW), 1),
+    TmaRule(
+        512,
+        ("128x256x64 w8 s4 e2", "128x128x64 w4 s4", "64x128x64 w4 s8", *WIDE_TILES_FEW),
+        1,
+    ),
+    TmaRule(1024, ("128x256x64 w8 s4 e2", "128x128x64 w4 s4", *WIDE_TILES_MORE), 1),
     TmaRule(8192, ("128x256x64 w8 s4 e2", "128x128x64 w4 s4"), 1),
     TmaRule(None, ("128x256x64 w8 s3",), 1),
 )

@@ -28,7 +28,12 @@ Two kernels, chosen by the launcher:
   operand is described in its own memory layout and its tile transposed in
   shared memory, so ``a.T`` and ``b.T`` views are read in place. Needs every
   matrix to have one unit stride, the other stride a multiple of 16 bytes,
-  and a 16-byte aligned start. A product with too few output tiles to fill
+  and a 16-byte aligned start. A tile may hold two accumulators side by
+  side in ``N`` (``BLOCK_N2``), each the product of the shared tile of ``A``
+  with its own slice of ``B``: a tile width that is not a power of two
+  (``128 + 16`` columns), which Triton's tensors cannot be, so that a
+  product of a few hundred rows fills the SMs in whole waves where no
+  power-of-two tile does. A product with too few output tiles to fill
   the SMs splits ``K`` into runs (split-K, :func:`_split_k`): each program
   writes its float32 partial tile to a workspace, and the last run of a tile
   to finish adds the tile's partials in a fixed order and rounds once, in the
@@ -311,7 +316,11 @@ def _matmul_tma_kernel(
     after the ``K`` loop: a ``BLOCK_M`` under 64 rows then takes the ``N``
     side of the tensor-core instruction (wgmma's ``N`` may be 8 to 256,
     its ``M`` is 64 a warpgroup), so a tile of few rows still runs on wgmma
-    instead of ``mma.sync``.
+    instead of ``mma.sync``. ``BLOCK_N2`` (0: none) adds a second
+    accumulator of ``BLOCK_N2`` columns beside the first, the tile's columns
+    ``BLOCK_N`` to ``BLOCK_N + BLOCK_N2``, loaded and stored through
+    descriptors of their own; the tiles then step ``N`` by the sum. Not with
+    ``SWAP_AB`` or ``PARTIALS``.
 
     Split-K (``PARTIALS``): ``K`` is cut into ``split_k`` runs of whole
     ``BLOCK_K`` steps, as even as they divide; the programs walk ``split_k x``
@@ -457,8 +466,9 @@ def _matmul_tma_kernel(
 class TmaTile:
     """A tile of the Hopper kernel and how it is launched.
 
-    Shared memory is ``(block_m + block_n) * block_k * 2`` bytes a stage plus
-    ``block_m * block_n * 2 / epilogue_split`` for the epilogue, within the
+    Shared memory is ``(block_m + tile_n) * block_k * 2`` bytes a stage plus
+    ``block_m * tile_n * 2`` for the epilogue (``block_n`` of it divided by
+    ``epilogue_split``), within the
     H200's 227 KiB (the ahead-of-time compile in ``tests/test_matmul.py``
     checks every tile of :data:`TMA_TILES`). A 128x256 accumulator needs 8
     warps to stay in registers.
@@ -476,6 +486,10 @@ class TmaTile:
         epilogue_split: Column slices the output tile is stored in (1 or 2).
         swap_ab: Compute the transposed tile (the kernel's ``SWAP_AB``): for
             ``block_m`` under 64, whose rows wgmma cannot take as its ``M``.
+        block_n2: Columns of a second accumulator beside the first (the
+            kernel's ``BLOCK_N2``; 0: none): the tile is ``block_n +
+            block_n2`` columns wide. Such a tile runs its tile and ``K``
+            loops apart, and never splits ``K``.
     """
 
     block_m: int
@@ -495,7 +509,10 @@ class TmaTile:
 
     @property
     def splits(self) -> bool:
-        """Whether the tile may split ``K`` (:func:`_split_k`): not when warp-specialised.
+        """Whether the tile may split ``K`` (:func:`_split_k`): one accumulator, no warp roles.
+
+        The partial tiles of split-K are one ``block_m x block_n`` block each,
+        so a tile of two accumulators (``block_n2``) never splits.
 
         Triton 3.6 runs the epilogue of a warp-specialised loop in each of its
         two consumer groups, so each group counts itself in on the tile's
@@ -508,7 +525,7 @@ class TmaTile:
 
     @property
     def name(self) -> str:
-        """``128x256x64 w8 s3``, with `` ws``, `` e2``, `` sw`` where set: the sweep's label."""
+        """The sweep's label: ``128x256x64 w8 s3``, ``128x128+16x64 w4 s4``, `` ws`` where set."""
         cols = f"{self.block_n}+{self.block_n2}" if self.block_n2 else f"{self.block_n}"
         name = f"{self.block_m}x{cols}x{self.block_k} w{self.warps} s{self.stages}"
         return (
@@ -558,7 +575,10 @@ class TmaPlan:
 #: wgmma's 64 rows) fetches half a 64-row tile's rows of ``A`` for 32 rows or
 #: fewer. Swapped tiles (`` sw``, :attr:`TmaTile.swap_ab`) of 16, 32 and 64
 #: rows put the rows on wgmma's ``N`` side: a 16- or 32-row tile then runs on
-#: wgmma, and fetches only its own rows of ``A``. A warp-specialised
+#: wgmma, and fetches only its own rows of ``A``. The last three hold two
+#: accumulators (:attr:`TmaTile.block_n2`): 192 and 144 columns, widths that
+#: fill the SMs at a few hundred rows where the powers of two leave a wave
+#: part-empty (``gemm_rule.WIDE_TILES_FEW``). A warp-specialised
 #: 128x128x64 tile with five stages was dropped: in one H200 run (Triton
 #: 3.6, raw output not kept) it left the output unwritten for every layout.
 TMA_TILES = (
@@ -583,6 +603,9 @@ TMA_TILES = (
     TmaTile(32, 128, 128, 4, 5, swap_ab=True),
     TmaTile(32, 64, 256, 4, 4, swap_ab=True),
     TmaTile(64, 128, 64, 4, 8, swap_ab=True),
+    TmaTile(64, 128, 64, 4, 6, block_n2=64),
+    TmaTile(128, 128, 64, 4, 4, block_n2=16),
+    TmaTile(128, 128, 64, 8, 4, block_n2=64),
 )
 _TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
 
