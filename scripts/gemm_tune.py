@@ -214,7 +214,7 @@ def split_counts(tile, m: int, n: int, k: int, sms: int, min_run: int) -> list[i
     from kernel_portfolio import plans
     from kernel_portfolio.ops import matmul as mm
 
-    out_tiles = plans.cdiv(m, tile.block_m) * plans.cdiv(n, tile.block_n)
+    out_tiles = plans.cdiv(m, tile.block_m) * plans.cdiv(n, tile.tile_n)
     counts = [1]
     if tile.splits:
         for s in range(2, MAX_SPLIT + 1):

@@ -46,7 +46,7 @@ def test_split_counts_are_those_the_rule_can_take():
     for consts in ({"SPLIT_K_MIN_RUN": 256, "WAVE_FILL": w} for w in (0.8, 1.01)):
         with gemm_tune.rule_constants(**consts):
             for m, n, k in ((64, 4096, 4096), (384, 4096, 4096), (200, 14336, 4096)):
-                tiles = math.ceil(m / tile.block_m) * math.ceil(n / tile.block_n)
+                tiles = math.ceil(m / tile.block_m) * math.ceil(n / tile.tile_n)
                 runs = mm._split_k(tile, tiles, k, SM, gemm_tune.MAX_SPLIT)
                 assert runs in gemm_tune.split_counts(tile, m, n, k, SM, 256), (m, n, k, consts)
 
@@ -62,7 +62,7 @@ def _planted(tile, split: int, m: int, n: int) -> float:
     few = m <= 128
     rate = {FEW_ROWS_TILE: 0.9 if few else 0.4, WIDE: 0.5 if few else 0.95}
     rate[NARROW] = 0.5 if few else 0.9
-    items = math.ceil(m / tile.block_m) * math.ceil(n / tile.block_n) * split
+    items = math.ceil(m / tile.block_m) * math.ceil(n / tile.tile_n) * split
     cost = 1.0 if few else 0.9 ** (split - 1)
     return rate.get(tile.name, 0.3) * cost * items / (math.ceil(items / SM) * SM)
 
@@ -135,7 +135,7 @@ def test_a_wide_tile_goes_in_front_where_it_alone_fills_the_waves(monkeypatch):
     for n, k in gemm_tune.MODEL_NK:
         ratios = {}
         for tile in mm.TMA_TILES:
-            items = math.ceil(256 / tile.block_m) * math.ceil(n / tile.block_n)
+            items = math.ceil(256 / tile.block_m) * math.ceil(n / tile.tile_n)
             fill = items / (math.ceil(items / SM) * SM)
             ratios[gemm_tune.tile_impl(tile, 1)] = rate.get(tile.name, 0.3) * fill
         members.append((ratios, 256, n, k))

@@ -178,7 +178,8 @@ def test_every_tma_tile(tile):
 
 #: Products of a linear layer at a small batch, at the models layer shapes
 #: (N, K) of ``scripts/gemm_tune.py``: every row of the plan table, batch
-#: sizes off every tile (1, 17, 100, 257, 384), split and unsplit.
+#: sizes off every tile (1, 17, 100, 257, 384, 640), split and unsplit, and
+#: each tile of two accumulators (257 and 384 rows, 640 of 4096 columns).
 FEW_ROWS = [
     (1, 4096, 4096),
     (17, 6144, 4096),
@@ -186,6 +187,7 @@ FEW_ROWS = [
     (100, 4096, 14336),
     (257, 4096, 4096),
     (384, 6144, 4096),
+    (640, 4096, 4096),
     (1024, 6144, 4096),
 ]
 

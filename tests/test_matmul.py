@@ -102,8 +102,10 @@ def test_forward_matches_float64(dtype, shape, a_t, b_t, device):
         mm.TmaTile(32, 64, 32, 4, 1, epilogue_split=2),  # the split epilogue
         mm.TmaTile(16, 16, 16, 4, 1, warp_specialize=True),  # many tiles per program
         mm.TmaTile(16, 32, 32, 4, 1, swap_ab=True),  # the transposed tile, transposed back
+        # Two accumulators, 48 columns: the second tile's second one lies past N.
+        mm.TmaTile(16, 32, 32, 4, 1, block_n2=16),
     ],
-    ids=["32x32x32", "32x64x32-split", "16x16x16-ws", "16x32x32-sw"],
+    ids=["32x32x32", "32x64x32-split", "16x16x16-ws", "16x32x32-sw", "16x32+16x32-wide"],
 )
 def test_tma_kernel(dtype, a_t, b_t, tile, device):
     # 40x72x88 leaves partial tiles in M, N and K: the copy engine's zero
@@ -195,7 +197,7 @@ MODEL_M = [16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 16384]
 
 
 def _items(plan: mm.TmaPlan, m: int, n: int) -> int:
-    return math.ceil(m / plan.tile.block_m) * math.ceil(n / plan.tile.block_n) * plan.split_k
+    return math.ceil(m / plan.tile.block_m) * math.ceil(n / plan.tile.tile_n) * plan.split_k
 
 
 def test_plan_table_rows_name_tiles_in_order():
@@ -207,6 +209,27 @@ def test_plan_table_rows_name_tiles_in_order():
     assert mm.TmaTile(128, 256, 64, 8, 4, epilogue_split=2).name == "128x256x64 w8 s4 e2"
     assert mm.TmaTile(128, 256, 64, 4, 3, warp_specialize=True).name == "128x256x64 w4 s3 ws"
     assert mm.TmaTile(16, 64, 256, 4, 4, swap_ab=True).name == "16x64x256 w4 s4 sw"
+    assert mm.TmaTile(128, 128, 64, 4, 4, block_n2=16).name == "128x128+16x64 w4 s4"
+
+
+def test_wide_tiles_only_where_no_power_of_two_tile_fills():
+    """A tile of two accumulators is taken only where no one-accumulator tile of its row
+    keeps ``WAVE_FILL`` of the SMs busy, and is at 384x6144 (three 128-row tiles of 144
+    columns: 129 for 132 SMs, where 128x128 runs a second wave of 12)."""
+    taken = set()
+    for m in range(129, 1025, 7):
+        for n, k in MODEL_NK:
+            plan = mm._tma_plan(m, n, k, 132)
+            if not plan.tile.block_n2:
+                continue
+            taken.add(plan.tile.name)
+            rule = next(r for r in gemm_rule.TMA_RULES if mm._bucket(m) <= r.max_m)
+            for name in rule.tiles:
+                tile = mm._TILES_BY_NAME[name]
+                if not tile.block_n2:
+                    assert _fill(_items(mm.TmaPlan(tile), m, n)) < gemm_rule.WAVE_FILL, (m, n)
+    assert taken == {*gemm_rule.WIDE_TILES_FEW, *gemm_rule.WIDE_TILES_MORE}
+    assert mm._tma_plan(384, 6144, 4096, 132).tile.name == "128x128+16x64 w4 s4"
 
 
 @pytest.mark.parametrize(
@@ -225,7 +248,9 @@ def test_plan_table_rows_name_tiles_in_order():
         (257, 5),
         (512, 5),
         (513, 6),
-        (8193, 7),
+        (1024, 6),
+        (1025, 7),
+        (8193, 8),
     ],  # fmt: skip
 )
 def test_plan_table_row_by_bucket(m, row):
@@ -284,7 +309,9 @@ def _fill(items: int, sms: int = 132) -> float:
         ((64, 14336, 4096), "64x64x256 w4 s3", 1),  # 224 tiles: 85% of two waves
         ((64, 4096, 16384), "64x64x256 w4 s3", 2),  # two runs of LONG_K_RUN: 128 items, 97%
         ((128, 4096, 4096), "64x64x128 w4 s6", 1),  # 64x128: 64 tiles; 64x64: 128
-        ((384, 4096, 4096), "128x128x64 w4 s4", 1),  # 96 tiles, K too short to split
+        ((384, 4096, 4096), "64x128+64x64 w4 s6", 1),  # 128x128: 96 tiles; 64x192: 132
+        ((384, 6144, 4096), "128x128+16x64 w4 s4", 1),  # 64x192: 96 tiles; 128x144: 129
+        ((448, 4096, 4096), "128x128x64 w4 s4", 1),  # 128 tiles: 97% of one wave
         ((1024, 6144, 4096), "128x128x64 w4 s4", 1),  # 128x256: 73% of two waves; 97% of 3
         ((1024, 4096, 4096), "128x256x64 w8 s4 e2", 1),  # one wave 97% full
         ((1024, 1024, 65536), "128x256x64 w8 s4 e2", 4),  # dB of a large batch: long K
@@ -693,7 +720,10 @@ _AOT_SCRIPT = textwrap.dedent(
                    "-o", f"{tmp}/k.o"]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
         spills = re.search(r"(\\d+) bytes spill stores", out)
-        return int(re.search(r"Used (\\d+) registers", out).group(1)), int(spills.group(1))
+        registers = int(re.search(r"Used (\\d+) registers", out).group(1))
+        # C7515: ptxas serialised the wgmma instructions (an accumulator
+        # register defined by another instruction inside the pipeline).
+        return registers, int(spills.group(1)), "C7515" in out
 
     def compile_one(job, kernel, ints, dtype, pointers, constexprs, warps, stages):
         signature = {name: f"*{dtype}" for name in ("a_ptr", "b_ptr", "c_ptr")}
@@ -713,7 +743,7 @@ _AOT_SCRIPT = textwrap.dedent(
             print(json.dumps({**job, "error": f"{type(exc).__name__}: {exc}"[:300]}), flush=True)
             return
         ptx = compiled.asm["ptx"]
-        registers, spills = ptxas_report(ptx)
+        registers, spills, serialized = ptxas_report(ptx)
         atomics = re.findall(r"atom\\.global[.\\w]*\\.(add|exch)\\.", ptx)
         print(json.dumps({
             **job,
@@ -727,6 +757,7 @@ _AOT_SCRIPT = textwrap.dedent(
             "cubin": len(compiled.asm["cubin"]),
             "registers": registers,
             "spills": spills,
+            "serialized": serialized,
         }), flush=True)
 
     def compile_tma(job, tile, dtype, a_col, b_col, partials):
@@ -743,7 +774,8 @@ _AOT_SCRIPT = textwrap.dedent(
     for tile in mm.TMA_TILES:
         compile_tma({"job": "tma"}, tile, "fp16", False, False, False)
     for tile in mm.TMA_TILES:
-        compile_tma({"job": "tma-split-k"}, tile, "bf16", True, False, True)
+        if not tile.block_n2:  # two accumulators never split (TmaTile.splits)
+            compile_tma({"job": "tma-split-k"}, tile, "bf16", True, False, True)
     rule_tiles = dict.fromkeys(name for rule in gemm_rule.TMA_RULES for name in rule.tiles)
     for name in rule_tiles:
         compile_tma({"job": "tma-w-t"}, mm._TILES_BY_NAME[name], "bf16", False, True, False)
@@ -792,7 +824,8 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
     results = {}
     for r in run_compile_script(_AOT_SCRIPT, tmp_path):
         results.setdefault(r["job"], []).append(r)
-    assert len(results["tma"]) == len(results["tma-split-k"]) == len(mm.TMA_TILES)
+    wide = sum(1 for tile in mm.TMA_TILES if tile.block_n2)
+    assert len(results["tma"]) == len(results["tma-split-k"]) + wide == len(mm.TMA_TILES)
     assert len(results["pointer"]) == len(mm.POINTER_CONFIGS)
     splits = [r for r in results["tma-split-k"] if r["splits"]]
     # A split tile counts itself in once and resets its counter once; a
@@ -808,6 +841,7 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
         mma = "wgmma" if r["swap"] or int(r["tile"].split("x")[0]) >= 64 else "mma.sync"
         assert r["counts"][mma] > 0 and r["counts"]["cp.async.bulk.tensor"] > 0, r
         assert r["spills"] == 0, r  # accumulators, and split-K's partial tiles, in registers
+        assert not r["serialized"], r  # each wgmma overlaps the next step's
         # Warp specialisation adds a producer group: 4 + 2 x 4 warps.
         assert r["num_warps"] == (12 if r["ws"] else r["config_warps"]), r
     for r in results["pointer"]:
