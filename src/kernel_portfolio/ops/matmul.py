@@ -259,6 +259,43 @@ def _matmul_kernel(
 
 
 @triton.jit
+def _operand_descriptor(
+    ptr,
+    rows,
+    cols,
+    stride,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+    COL_MAJOR: tl.constexpr,
+):
+    """A descriptor of a ``rows x cols`` operand for ``BLOCK_ROWS x BLOCK_COLS`` tiles.
+
+    It describes the matrix in its own memory layout: ``COL_MAJOR`` (unit
+    stride along ``rows``) as its ``cols x rows`` transpose; ``stride`` is
+    the other stride.
+    """
+    if COL_MAJOR:
+        desc = tl.make_tensor_descriptor(
+            ptr, shape=[cols, rows], strides=[stride, 1], block_shape=[BLOCK_COLS, BLOCK_ROWS]
+        )
+    else:
+        desc = tl.make_tensor_descriptor(
+            ptr, shape=[rows, cols], strides=[stride, 1], block_shape=[BLOCK_ROWS, BLOCK_COLS]
+        )
+    return desc
+
+
+@triton.jit
+def _load_tile(desc, row, col, COL_MAJOR: tl.constexpr):
+    """The operand's tile at ``(row, col)`` from :func:`_operand_descriptor`'s ``desc``.
+
+    A column-major operand's tile arrives in its memory layout and is
+    transposed in shared memory, where wgmma reads either order.
+    """
+    return desc.load([col, row]).T if COL_MAJOR else desc.load([row, col])
+
+
+@triton.jit
 def _store_tile(c_desc, tile, off_m, off_n, EPILOGUE_SPLIT: tl.constexpr):
     """Store a rounded output tile through the descriptor, in ``EPILOGUE_SPLIT`` column slices."""
     if EPILOGUE_SPLIT == 2:
@@ -335,22 +372,8 @@ def _matmul_tma_kernel(
     Without ``PARTIALS``, ``split_k``, ``ws_ptr`` and ``count_ptr`` are
     unused.
     """
-    if A_COL_MAJOR:
-        a_desc = tl.make_tensor_descriptor(
-            a_ptr, shape=[K, M], strides=[stride_a, 1], block_shape=[BLOCK_K, BLOCK_M]
-        )
-    else:
-        a_desc = tl.make_tensor_descriptor(
-            a_ptr, shape=[M, K], strides=[stride_a, 1], block_shape=[BLOCK_M, BLOCK_K]
-        )
-    if B_COL_MAJOR:
-        b_desc = tl.make_tensor_descriptor(
-            b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K]
-        )
-    else:
-        b_desc = tl.make_tensor_descriptor(
-            b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N]
-        )
+    a_desc = _operand_descriptor(a_ptr, M, K, stride_a, BLOCK_M, BLOCK_K, A_COL_MAJOR)
+    b_desc = _operand_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
     c_desc = tl.make_tensor_descriptor(
         c_ptr,
         shape=[M, N],
@@ -358,14 +381,7 @@ def _matmul_tma_kernel(
         block_shape=[BLOCK_M, BLOCK_N // EPILOGUE_SPLIT],
     )
     if BLOCK_N2 > 0:
-        if B_COL_MAJOR:
-            b2_desc = tl.make_tensor_descriptor(
-                b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N2, BLOCK_K]
-            )
-        else:
-            b2_desc = tl.make_tensor_descriptor(
-                b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N2]
-            )
+        b2_desc = _operand_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N2, B_COL_MAJOR)
         c2_desc = tl.make_tensor_descriptor(
             c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, BLOCK_N2]
         )
@@ -405,20 +421,14 @@ def _matmul_tma_kernel(
             acc2 = tl.zeros((BLOCK_M, BLOCK_N2), dtype=tl.float32)
         for ki in range(k_first, k_end):
             off_k = ki * BLOCK_K
-            # A transposed operand's tile arrives in its memory layout and is
-            # transposed in shared memory, where wgmma reads either order.
-            a = a_desc.load([off_k, off_m]).T if A_COL_MAJOR else a_desc.load([off_m, off_k])
-            b = b_desc.load([off_n, off_k]).T if B_COL_MAJOR else b_desc.load([off_k, off_n])
+            a = _load_tile(a_desc, off_m, off_k, A_COL_MAJOR)
+            b = _load_tile(b_desc, off_k, off_n, B_COL_MAJOR)
             if WIDEN_OPERANDS:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(b.T, a.T, acc) if SWAP_AB else tl.dot(a, b, acc)
             if BLOCK_N2 > 0:
-                off_n2 = off_n + BLOCK_N
-                if B_COL_MAJOR:
-                    b2 = b2_desc.load([off_n2, off_k]).T
-                else:
-                    b2 = b2_desc.load([off_k, off_n2])
+                b2 = _load_tile(b2_desc, off_k, off_n + BLOCK_N, B_COL_MAJOR)
                 if WIDEN_OPERANDS:
                     b2 = b2.to(tl.float32)
                 acc2 = tl.dot(a, b2, acc2)
