@@ -350,8 +350,9 @@ def main() -> None:
         ref = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         calls = {"cublas": lambda a=a, b=b, ref=ref: torch.matmul(a, b, out=ref)}
         plan = mm._tma_plan(m, n, k, sms)
-        outs = {f"plan {plan.tile.name} s{plan.split_k}": torch.empty_like(ref)}
-        calls[next(iter(outs))] = lambda a=a, b=b, out=next(iter(outs.values())): mm._launch_matmul(
+        label = f"plan {plan.tile.name} s{plan.split_k}"
+        outs = {label: torch.empty_like(ref)}
+        calls[label] = lambda a=a, b=b, out=outs[label], plan=plan: mm._launch_matmul(
             a, b, out, allow_tf32=False, path="tma", plan=plan
         )
         for v in VARIANTS:
