@@ -18,6 +18,7 @@ import torch
 from kp_testing import assert_matches, poison
 from test_matmul import _assert_exact, _integer_operands, _operands, _tol
 from torch.library import opcheck
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import kernel_portfolio as kp
 from kernel_portfolio import reference
@@ -176,10 +177,64 @@ def test_every_tma_tile(tile):
         assert_matches(out, reference.matmul(a, b), torch.bfloat16, what, _tol(torch.bfloat16, k))
 
 
+GLUON_TILES = [tile for tile in mm.TMA_TILES if tile.gluon]
+
+
+@hopper_only
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize("tile", GLUON_TILES, ids=[t.name.replace(" ", "-") for t in GLUON_TILES])
+def test_gluon_tiles_in_every_layout(tile, dtype):
+    """The warp-specialised kernel with each operand in place or transposed (``x @ W.T``,
+    ``dA``, ``dB``), at sizes off its tile and ``K`` step, and with fewer tiles than SMs."""
+    for m, n, k in ((1000, 1280, 776), (130, 200, 72)):
+        for a_t in (False, True):
+            for b_t in (False, True):
+                a, b = _operands(m, n, k, dtype, "cuda", a_t=a_t, b_t=b_t)
+                out = poison(torch.empty(m, n, dtype=dtype, device="cuda"))
+                plan = mm.TmaPlan(tile)
+                mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
+                what = f"{tile.name} {m}x{n}x{k} a_t={a_t} b_t={b_t}"
+                assert_matches(out, reference.matmul(a, b), dtype, what, _tol(dtype, k))
+
+
+class _PassThrough(TorchDispatchMode):
+    """A dispatch mode that changes nothing: inside it ``kp.matmul`` takes the op route."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@hopper_only
+def test_gluon_tile_on_every_route():
+    """Where the plan takes a Gluon tile, eager, op and compiled routes give the same bits.
+
+    Traced, the launcher hands the tile to ``kp::matmul_ws`` (Triton's
+    wrapper takes no Gluon kernel); ``opcheck`` runs its fake tensors.
+    """
+    m, n, k = 2048, 2048, 512
+    assert mm._tma_plan(m, n, k, _sms()).tile.gluon
+    a, b = _operands(m, n, k, torch.bfloat16, "cuda", b_t=True)
+    eager = kp.matmul(a, b)
+    assert_matches(eager, reference.matmul(a, b), torch.bfloat16, tol=_tol(torch.bfloat16, k))
+    with _PassThrough():
+        assert torch.equal(kp.matmul(a, b), eager)
+    compiled = torch.compile(kp.matmul, fullgraph=True)
+    assert torch.equal(compiled(a, b), eager)
+    opcheck(torch.ops.kp.matmul.default, (a.requires_grad_(), b.requires_grad_()))
+    a.grad = b.grad = None
+    grad = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    torch.compile(lambda a, b: (kp.matmul(a, b) * grad).sum(), fullgraph=True)(a, b).backward()
+    g64, a64, b64 = (t.detach().double().cpu() for t in (grad, a, b))
+    tol = _tol(torch.bfloat16, max(m, n))
+    assert_matches(a.grad, g64 @ b64.T, torch.bfloat16, "grad a", tol=tol)
+    assert_matches(b.grad, a64.T @ g64, torch.bfloat16, "grad b", tol=tol)
+
+
 #: Products of a linear layer at a small batch, at the models layer shapes
 #: (N, K) of ``scripts/gemm_tune.py``: every row of the plan table, batch
-#: sizes off every tile (1, 17, 100, 257, 384, 640), split and unsplit, and
-#: each tile of two accumulators (257 and 384 rows, 640 of 4096 columns).
+#: sizes off every tile (1, 17, 100, 257, 384, 640), split and unsplit, each
+#: tile of two accumulators (257 and 384 rows, 640 of 4096 columns) and each
+#: Gluon tile (512 and 1024 rows).
 FEW_ROWS = [
     (1, 4096, 4096),
     (17, 6144, 4096),
@@ -187,8 +242,10 @@ FEW_ROWS = [
     (100, 4096, 14336),
     (257, 4096, 4096),
     (384, 6144, 4096),
+    (512, 4096, 14336),
     (640, 4096, 4096),
     (1024, 6144, 4096),
+    (1024, 4096, 14336),
 ]
 
 

@@ -210,6 +210,7 @@ def test_plan_table_rows_name_tiles_in_order():
     assert mm.TmaTile(128, 256, 64, 4, 3, warp_specialize=True).name == "128x256x64 w4 s3 ws"
     assert mm.TmaTile(16, 64, 256, 4, 4, swap_ab=True).name == "16x64x256 w4 s4 sw"
     assert mm.TmaTile(128, 128, 64, 4, 4, block_n2=16).name == "128x128+16x64 w4 s4"
+    assert mm.TmaTile(128, 256, 64, 4, 3, gluon=True).name == "128x256x64 s3 gluon"
 
 
 def test_wide_tiles_only_where_no_power_of_two_tile_fills():
@@ -311,13 +312,15 @@ def _fill(items: int, sms: int = 132) -> float:
         ((128, 4096, 4096), "64x64x128 w4 s6", 1),  # 64x128: 64 tiles; 64x64: 128
         ((384, 4096, 4096), "64x128+64x64 w4 s6", 1),  # 128x128: 96 tiles; 64x192: 132
         ((384, 6144, 4096), "128x128+16x64 w4 s4", 1),  # 64x192: 96 tiles; 128x144: 129
-        ((448, 4096, 4096), "128x128x64 w4 s4", 1),  # 128 tiles: 97% of one wave
-        ((1024, 6144, 4096), "128x128x64 w4 s4", 1),  # 128x256: 73% of two waves; 97% of 3
-        ((1024, 4096, 4096), "128x256x64 w8 s4 e2", 1),  # one wave 97% full
-        ((1024, 1024, 65536), "128x256x64 w8 s4 e2", 4),  # dB of a large batch: long K
+        ((448, 4096, 4096), "128x128x64 s6 gluon", 1),  # 128 tiles: 97% of one wave
+        ((1024, 6144, 4096), "128x128x64 s6 gluon", 1),  # 128x256: 73% of two waves; 97% of 3
+        ((1024, 4096, 4096), "128x256x64 s3 gluon", 1),  # one wave 97% full
+        ((1024, 1024, 65536), "128x256x64 w8 s4 e2", 4),  # dB of a large batch: the Gluon
+        # tiles never split, the Triton kernel's behind them split a long K
         ((1024, 1024, 16384), "128x128x64 w4 s4", 2),  # two runs of LONG_K_RUN
-        ((4096, 4096, 64), "128x256x64 w8 s4 e2", 1),  # dB of a batch of 64
-        ((16384, 4096, 4096), "128x256x64 w8 s3", 1),
+        ((4096, 4096, 64), "128x256x64 s3 gluon", 1),  # dB of a batch of 64
+        ((16384, 4096, 4096), "128x256x64 s3 gluon", 1),
+        ((256, 14336, 4096), "128x256x64 w8 s4 e2", 1),  # the row of 256 keeps Triton's
     ],
 )
 def test_plan_choices(shape, tile, splits):
@@ -355,9 +358,9 @@ def test_split_k_rule(tiles, k, max_split, runs):
 
 
 def test_unsplit_tiles_never_split():
-    """Warp-specialised tiles and tiles of two accumulators: ``TmaTile.splits``' premises."""
+    """Warp-specialised tiles, tiles of two accumulators and the Gluon kernel's."""
     for unsplit in (t for t in mm.TMA_TILES if not t.splits):
-        assert unsplit.warp_specialize or unsplit.block_n2, unsplit
+        assert unsplit.warp_specialize or unsplit.block_n2 or unsplit.gluon, unsplit
         assert mm._split_k(unsplit, 8, 65536, 132, 8) == 1
 
 
@@ -704,6 +707,7 @@ _AOT_SCRIPT = textwrap.dedent(
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from triton.experimental.gluon._runtime import GluonASTSource
     from kernel_portfolio.arch import count_instructions, ptxas_for
     from kernel_portfolio.ops import gemm_rule
     from kernel_portfolio.ops import matmul as mm
@@ -727,7 +731,8 @@ _AOT_SCRIPT = textwrap.dedent(
         # register defined by another instruction inside the pipeline).
         return registers, int(spills.group(1)), "C7515" in out
 
-    def compile_one(job, kernel, ints, dtype, pointers, constexprs, warps, stages):
+    def compile_one(job, kernel, ints, dtype, pointers, constexprs, warps, stages,
+                    source=ASTSource):
         signature = {name: f"*{dtype}" for name in ("a_ptr", "b_ptr", "c_ptr")}
         signature.update(pointers)
         signature.update({name: "i32" for name in ints})
@@ -737,9 +742,9 @@ _AOT_SCRIPT = textwrap.dedent(
                  for name in ("a_ptr", "b_ptr", "c_ptr", *pointers)}
         try:
             compiled = triton.compile(
-                ASTSource(kernel, signature, constexprs, attrs),
+                source(kernel, signature, constexprs, attrs),
                 target=GPUTarget("cuda", 90, 32),
-                options={"num_warps": warps, "num_stages": stages},
+                options={"num_warps": warps, **({"num_stages": stages} if stages else {})},
             )
         except Exception as exc:  # over the shared memory Triton assumes, for one
             print(json.dumps({**job, "error": f"{type(exc).__name__}: {exc}"[:300]}), flush=True)
@@ -760,24 +765,39 @@ _AOT_SCRIPT = textwrap.dedent(
             "registers": registers,
             "spills": spills,
             "serialized": serialized,
+            # Barriers of every thread of the program (bar.sync ID;), and the
+            # thread counts of the barriers of fewer (bar.sync ID, COUNT;).
+            "cta_barriers": len(re.findall(r"\\bbar\\.sync\\s+\\d+;", ptx)),
+            "group_barriers": sorted(
+                {int(n) for n in re.findall(r"bar\\.sync\\s+\\d+,\\s*(\\d+);", ptx)}
+            ),
         }), flush=True)
 
     def compile_tma(job, tile, dtype, a_col, b_col, partials):
         args = tile.launch_args()
-        warps, stages = args.pop("num_warps"), args.pop("num_stages")
+        warps, stages = args.pop("num_warps"), args.pop("num_stages", None)
+        job = {**job, "tile": tile.name, "ws": tile.warp_specialize or tile.gluon,
+               "splits": tile.splits, "swap": tile.swap_ab, "gluon": tile.gluon}
+        if tile.gluon:  # the Gluon kernel: its stages are a constant of its own
+            constexprs = dict(args, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=132)
+            compile_one(job, mm._matmul_ws_kernel, TMA_INTS[:-1], dtype, {}, constexprs,
+                        warps, None, GluonASTSource)
+            return
         work = ("*fp32", "*i32") if partials else (f"*{dtype}", f"*{dtype}")
         constexprs = dict(args, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=132,
                           WIDEN_OPERANDS=False, PARTIALS=partials)
-        job = {**job, "tile": tile.name, "ws": tile.warp_specialize, "splits": tile.splits,
-               "swap": tile.swap_ab}
         compile_one(job, mm._matmul_tma_kernel, TMA_INTS, dtype,
                     dict(zip(("ws_ptr", "count_ptr"), work)), constexprs, warps, stages)
 
     for tile in mm.TMA_TILES:
         compile_tma({"job": "tma"}, tile, "fp16", False, False, False)
     for tile in mm.TMA_TILES:
-        if not tile.block_n2:  # two accumulators never split (TmaTile.splits)
+        if not tile.block_n2 and not tile.gluon:  # these never split (TmaTile.splits)
             compile_tma({"job": "tma-split-k"}, tile, "bf16", True, False, True)
+    for tile in mm.TMA_TILES:
+        if tile.gluon:  # the Gluon kernel's own layouts: A and B each in place
+            for a_col, b_col in ((True, False), (True, True)):
+                compile_tma({"job": "gluon-transposed"}, tile, "bf16", a_col, b_col, False)
     rule_tiles = dict.fromkeys(name for rule in gemm_rule.TMA_RULES for name in rule.tiles)
     for name in rule_tiles:
         compile_tma({"job": "tma-w-t"}, mm._TILES_BY_NAME[name], "bf16", False, True, False)
@@ -826,8 +846,8 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
     results = {}
     for r in run_compile_script(_AOT_SCRIPT, tmp_path):
         results.setdefault(r["job"], []).append(r)
-    wide = sum(1 for tile in mm.TMA_TILES if tile.block_n2)
-    assert len(results["tma"]) == len(results["tma-split-k"]) + wide == len(mm.TMA_TILES)
+    unsplit = sum(1 for tile in mm.TMA_TILES if tile.block_n2 or tile.gluon)
+    assert len(results["tma"]) == len(results["tma-split-k"]) + unsplit == len(mm.TMA_TILES)
     assert len(results["pointer"]) == len(mm.POINTER_CONFIGS)
     splits = [r for r in results["tma-split-k"] if r["splits"]]
     # A split tile counts itself in once and resets its counter once; a
@@ -836,7 +856,15 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
     for r in results["tma-split-k"]:
         assert (r["counts_in"], r["resets"]) == ((1, 1) if r["splits"] else (2, 0)), r
     assert [_fits(r) for r in results["tma-split-k"] if not r["splits"]] == [False, True]
-    for r in results["tma"] + splits + results["tma-w-t"] + results["tma-transposed"]:
+    hopper = results["tma"] + splits + results["tma-w-t"] + results["tma-transposed"]
+    gluon = [r for r in hopper + results["gluon-transposed"] if r["gluon"]]
+    assert {r["tile"] for r in gluon} == {t.name for t in mm.TMA_TILES if t.gluon}
+    assert {r["job"] for r in gluon} >= {"tma", "tma-w-t", "gluon-transposed"}
+    for r in gluon:
+        # Its warpgroups each meet at barriers of their own 128 threads; the
+        # Triton kernel's warps meet at a barrier of the whole program every K step.
+        assert r["cta_barriers"] == 0 and r["group_barriers"] == [128], r
+    for r in hopper + results["gluon-transposed"]:
         assert _fits(r) and r["cubin"] > 0, r
         # wgmma takes 64 rows a warpgroup: a narrower tile multiplies with mma.sync,
         # unless swapped (its rows on wgmma's N side).

@@ -45,6 +45,25 @@ class TmaRule:
 WIDE_TILES_FEW = ("64x128+64x64 w4 s6", "128x128+16x64 w4 s4")
 WIDE_TILES_MORE = ("128x128+64x64 w8 s4", "128x128+16x64 w4 s4")
 
+#: Tiles of the warp-specialised Gluon kernel (``matmul.TmaTile.gluon``), at
+#: the head of the rows from 257 rows up in place of the Triton kernel's
+#: 128x256 and 128x128 tiles. In the A/B
+#: (``results/h100-80gb-hbm3/checks/gluon-ws-ab-20261206T1232Z.log``, 256 to
+#: 2048 rows of the models layer shapes and three cubes, bfloat16) the 128x256
+#: one ran faster than the Triton kernel's 128x256 tiles at every shape from
+#: 512 rows up (4096^3: 0.995 of cuBLAS against 0.975 and 0.966), and the
+#: 128x128 one, six stages, faster than the Triton kernel's 128x128 tile at
+#: four, five and six stages at every shape; at 256 rows of 14336 columns the
+#: Triton kernel's 128x256 tile stayed ahead, so the row of 256 keeps it.
+GLUON_TILES = ("128x256x64 s3 gluon", "128x128x64 s6 gluon")
+#: After them, the Triton kernel's tiles that headed these rows before, which
+#: may split ``K`` (the Gluon kernel never does): ``_tma_plan`` reaches them
+#: where neither Gluon tile fills the waves, and takes one where its runs of a
+#: long ``K`` do, as before (the ``dB`` of a linear layer at a batch of 65536:
+#: 32 tiles of 128x256, ``K`` in four runs of ``LONG_K_RUN``; at 16384, 64
+#: tiles of 128x128 in two).
+SPLIT_TILES = ("128x256x64 w8 s4 e2", "128x128x64 w4 s4")
+
 #: The Hopper path's plan table: the first row whose ``max_m`` holds the
 #: product's ``M`` bucket gives the tiles ``_tma_plan`` chooses between and
 #: the most runs ``K`` may split into. Rows, tiles and the two constants below
@@ -69,14 +88,10 @@ TMA_RULES = (
     TmaRule(64, ("64x64x256 w4 s3", "32x64x256 w4 s4 sw"), 1),
     TmaRule(128, ("64x128x64 w4 s8", "64x64x128 w4 s6"), 1),
     TmaRule(256, ("128x256x64 w8 s4 e2", "64x128x64 w4 s8", *WIDE_TILES_FEW), 1),
-    TmaRule(
-        512,
-        ("128x256x64 w8 s4 e2", "128x128x64 w4 s4", "64x128x64 w4 s8", *WIDE_TILES_FEW),
-        1,
-    ),
-    TmaRule(1024, ("128x256x64 w8 s4 e2", "128x128x64 w4 s4", *WIDE_TILES_MORE), 1),
-    TmaRule(8192, ("128x256x64 w8 s4 e2", "128x128x64 w4 s4"), 1),
-    TmaRule(None, ("128x256x64 w8 s3",), 1),
+    TmaRule(512, (*GLUON_TILES, *SPLIT_TILES, "64x128x64 w4 s8", *WIDE_TILES_FEW), 1),
+    TmaRule(1024, (*GLUON_TILES, *SPLIT_TILES, *WIDE_TILES_MORE), 1),
+    TmaRule(8192, (*GLUON_TILES, *SPLIT_TILES), 1),
+    TmaRule(None, GLUON_TILES[:1], 1),
 )
 
 #: Least share of the SMs' time a tile's waves must keep busy (its output

@@ -14,7 +14,7 @@ against ``N, K`` of thousands) by reading ``B``, ``K*N*elem_bytes`` bytes.
 Split-K into ``runs`` adds ``8 * runs`` bytes per output element (float32
 partial tiles, each written once and read once, mostly within the L2).
 
-Two kernels, chosen by the launcher:
+Three kernels, chosen by the launcher:
 
 * ``_matmul_tma_kernel`` (CUDA compute capability 9.x, float16/bfloat16):
   a persistent kernel. One program per streaming multiprocessor walks the
@@ -38,6 +38,17 @@ Two kernels, chosen by the launcher:
   writes its float32 partial tile to a workspace, and the last run of a tile
   to finish adds the tile's partials in a fixed order and rounds once, in the
   same launch.
+* ``_matmul_ws_kernel`` (the same GPUs and dtypes): the same persistent
+  walk over the tiles, written in Gluon (Triton's explicit layer) and
+  warp-specialised by hand: a loader warp issues the copies into a ring of
+  stages, two consumer warpgroups each run the wgmma of half the tile's rows
+  and hand each stage back on an mbarrier, with no barrier between the
+  groups, and each stores its rows while the loader fills the next tile's
+  stages. Its tiles (:attr:`TmaTile.gluon`) keep more stages in flight than
+  the Triton kernel's tiles of their size, and never split ``K``. Where
+  ``torch.compile`` or another tracer reaches it, it runs through a custom
+  op of its own, ``kp::matmul_ws``: Triton's ``wrap_triton`` takes no Gluon
+  kernel.
 * ``_matmul_kernel``: a plain tiled kernel reading through pointers and
   strides (any strides, zero strides included), grouped the same way. It runs
   under the Triton interpreter, on non-Hopper GPUs, for float32, and for
@@ -113,6 +124,15 @@ import torch
 import triton
 import triton.language as tl
 from torch.library import triton_op
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
@@ -132,6 +152,12 @@ from kernel_portfolio.ops import gemm_rule
 # ---------------------------------------------------------------------------
 # Kernels
 # ---------------------------------------------------------------------------
+
+#: Registers a thread of :func:`_matmul_ws_kernel`'s loader warp keeps (it
+#: only counts and addresses), and of its second consumer warpgroup; the
+#: first consumer, the default partition, gets what the SM has left.
+WS_LOADER_REGS = gl.constexpr(40)
+WS_CONSUMER_REGS = gl.constexpr(232)
 
 
 @triton.jit
@@ -467,6 +493,229 @@ def _matmul_tma_kernel(
                 c2_desc.store([off_m, off_n + BLOCK_N], acc2.to(out_ty))
 
 
+# The warp-specialised Hopper kernel, in Gluon (Triton's explicit layer): one
+# warp copies tiles into a ring of stages, one or two consumer warpgroups run
+# the wgmma and hand each stage back on an mbarrier. See _matmul_ws_kernel.
+
+
+@gluon.jit
+def _ws_descriptor(
+    ptr,
+    rows,
+    cols,
+    stride,
+    BLOCK_ROWS: gl.constexpr,
+    BLOCK_COLS: gl.constexpr,
+    COL_MAJOR: gl.constexpr,
+):
+    """:func:`_operand_descriptor` for the Gluon kernel: the operand in its own memory layout."""
+    dtype: gl.constexpr = ptr.dtype.element_ty
+    if COL_MAJOR:
+        block: gl.constexpr = [BLOCK_COLS, BLOCK_ROWS]
+        desc = tma.make_tensor_descriptor(
+            ptr,
+            [cols, rows],
+            [stride, 1],
+            block,
+            gl.NVMMASharedLayout.get_default_for(block, dtype),
+        )
+    else:
+        block: gl.constexpr = [BLOCK_ROWS, BLOCK_COLS]
+        desc = tma.make_tensor_descriptor(
+            ptr,
+            [rows, cols],
+            [stride, 1],
+            block,
+            gl.NVMMASharedLayout.get_default_for(block, dtype),
+        )
+    return desc
+
+
+@gluon.jit
+def _ws_loader(
+    a_desc,
+    b_desc,
+    a_bufs,
+    b_bufs,
+    ready,
+    empty,
+    M,
+    N,
+    K,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_K: gl.constexpr,
+    GROUP_M: gl.constexpr,
+    A_COL_MAJOR: gl.constexpr,
+    B_COL_MAJOR: gl.constexpr,
+    NUM_SMS: gl.constexpr,
+):
+    """The loader warp: each tile's ``K`` steps into the ring, as its consumers free stages."""
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    count = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        for off_k in range(0, K, BLOCK_K):
+            s = count % STAGES
+            # A fresh mbarrier counts as having completed the phase before its first.
+            mbarrier.wait(empty.index(s), ((count // STAGES) & 1) ^ 1)
+            bar = ready.index(s)
+            mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            if A_COL_MAJOR:
+                tma.async_copy_global_to_shared(a_desc, [off_k, off_m], bar, a_bufs.index(s))
+            else:
+                tma.async_copy_global_to_shared(a_desc, [off_m, off_k], bar, a_bufs.index(s))
+            if B_COL_MAJOR:
+                tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
+            else:
+                tma.async_copy_global_to_shared(b_desc, [off_k, off_n], bar, b_bufs.index(s))
+            count += 1
+
+
+@gluon.jit
+def _ws_consumer(
+    a_bufs,
+    b_bufs,
+    ready,
+    empty,
+    c_desc,
+    c_smem,
+    M,
+    N,
+    K,
+    PART: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_K: gl.constexpr,
+    GROUP_M: gl.constexpr,
+    A_COL_MAJOR: gl.constexpr,
+    B_COL_MAJOR: gl.constexpr,
+    NUM_SMS: gl.constexpr,
+):
+    """A consumer warpgroup: rows ``PART * SUB_M`` on of every tile, and their store.
+
+    Each ``K`` step waits for its stage, issues the wgmma asynchronously and
+    waits for the step before's, whose stage it then hands back (an
+    mbarrier arrival: no barrier with the other warps). The output goes
+    through shared memory and the copy engine, the store of one tile in
+    flight while the next tile's ``K`` loop runs.
+    """
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    count = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = gl.zeros((SUB_M, BLOCK_N), dtype=gl.float32, layout=layout)
+        first = count
+        for _ in range(0, K, BLOCK_K):
+            s = count % STAGES
+            mbarrier.wait(ready.index(s), (count // STAGES) & 1)
+            if A_COL_MAJOR:
+                a = a_bufs.index(s).slice(PART * SUB_M, SUB_M, dim=1).permute((1, 0))
+            else:
+                a = a_bufs.index(s).slice(PART * SUB_M, SUB_M, dim=0)
+            b = b_bufs.index(s)
+            if B_COL_MAJOR:
+                b = b.permute((1, 0))
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            acc = warpgroup_mma_wait(1, deps=[acc])
+            mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
+            count += 1
+        acc = warpgroup_mma_wait(0, deps=[acc])
+        mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
+        tma.store_wait(0)  # the previous tile's store has left c_smem
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(
+            c_desc, [pid_m * BLOCK_M + PART * SUB_M, pid_n * BLOCK_N], c_smem
+        )
+    tma.store_wait(0)
+
+
+@gluon.jit(do_not_specialize=["M", "N", "K", "stride_a", "stride_b", "stride_c"])
+def _matmul_ws_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_a,
+    stride_b,
+    stride_c,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    BLOCK_K: gl.constexpr,
+    STAGES: gl.constexpr,
+    GROUP_M: gl.constexpr,
+    A_COL_MAJOR: gl.constexpr,
+    B_COL_MAJOR: gl.constexpr,
+    NUM_SMS: gl.constexpr,
+):
+    """Persistent GEMM, warp-specialised: a loader warp and two consumer warpgroups.
+
+    The programs walk the output tiles as :func:`_matmul_tma_kernel` does,
+    with its arguments (less split-K and tiles of two accumulators), and
+    ``num_warps=4``: the default partition is the first consumer warpgroup,
+    and the loader warp and the second consumer warpgroup are worker
+    partitions beside it (12 warps in all: a warp alone takes a warpgroup's
+    registers). Operands arrive through the copy engine into ``STAGES``
+    stages, each with two mbarriers: ``ready`` (its copies landed: the
+    loader's expected bytes arrived) and ``empty`` (both consumers have
+    handed it back). Consumer ``p`` computes rows ``p * BLOCK_M / 2`` on of
+    each tile from the shared stage, its accumulator in its own registers,
+    and stores them through its own shared buffer. No warp waits at a
+    barrier for the other group's warps: the Triton kernel's warps all meet
+    at one every ``K`` step.
+    """
+    dtype: gl.constexpr = a_ptr.dtype.element_ty
+    SUB_M: gl.constexpr = BLOCK_M // 2
+    a_desc = _ws_descriptor(a_ptr, M, K, stride_a, BLOCK_M, BLOCK_K, A_COL_MAJOR)
+    b_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
+    c_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N, False)
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)
+    c0 = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
+    c1 = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
+    # The partitions' arguments are written out in the call: Gluon takes no
+    # starred arguments, and a tuple kept in a variable turns constants into tensors.
+    gl.warp_specialize(
+        [
+            (
+                _ws_consumer,
+                (a_bufs, b_bufs, ready, empty, c_desc, c0, M, N, K, 0, BLOCK_M, BLOCK_N,
+                 BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+            ),
+            (
+                _ws_loader,
+                (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N,
+                 BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+            ),
+            (
+                _ws_consumer,
+                (a_bufs, b_bufs, ready, empty, c_desc, c1, M, N, K, 1, BLOCK_M, BLOCK_N,
+                 BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+            ),
+        ],
+        [1, 4],
+        [WS_LOADER_REGS, WS_CONSUMER_REGS],
+    )  # fmt: skip
+
+
 # ---------------------------------------------------------------------------
 # Launcher
 # ---------------------------------------------------------------------------
@@ -500,6 +749,11 @@ class TmaTile:
             kernel's ``BLOCK_N2``; 0: none): the tile is ``block_n +
             block_n2`` columns wide. Such a tile runs its tile and ``K``
             loops apart, and never splits ``K``.
+        gluon: The warp-specialised Gluon kernel (:func:`_matmul_ws_kernel`:
+            a loader warp and two consumer warpgroups, ``stages`` its ring of
+            stages; ``warps`` is 4, a warpgroup) instead of the Triton kernel
+            (:func:`_matmul_tma_kernel`). Such a tile never splits ``K`` and
+            holds one accumulator.
     """
 
     block_m: int
@@ -511,6 +765,7 @@ class TmaTile:
     epilogue_split: int = 1
     swap_ab: bool = False
     block_n2: int = 0
+    gluon: bool = False
 
     @property
     def tile_n(self) -> int:
@@ -531,12 +786,17 @@ class TmaTile:
         in ``tests/test_matmul.py``); the 128x256 tile's would also need
         279000 bytes of shared memory beside its stages, over the H200's 227 KiB.
         """
-        return not self.warp_specialize and not self.block_n2
+        return not self.warp_specialize and not self.block_n2 and not self.gluon
 
     @property
     def name(self) -> str:
-        """The sweep's label: ``128x256x64 w8 s3``, ``128x128+16x64 w4 s4``, `` ws`` where set."""
+        """The sweep's label: ``128x256x64 w8 s3``, ``128x128+16x64 w4 s4``, `` ws`` where set.
+
+        A tile of the Gluon kernel: ``128x128x64 s6 gluon``.
+        """
         cols = f"{self.block_n}+{self.block_n2}" if self.block_n2 else f"{self.block_n}"
+        if self.gluon:
+            return f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
         name = f"{self.block_m}x{cols}x{self.block_k} w{self.warps} s{self.stages}"
         return (
             name
@@ -546,7 +806,16 @@ class TmaTile:
         )
 
     def launch_args(self) -> dict:
-        """The kernel's tile constants and launch options."""
+        """The kernel's tile constants and launch options (its kernel: :attr:`gluon`)."""
+        if self.gluon:
+            return {
+                "BLOCK_M": self.block_m,
+                "BLOCK_N": self.block_n,
+                "BLOCK_K": self.block_k,
+                "STAGES": self.stages,
+                "GROUP_M": 8,
+                "num_warps": self.warps,
+            }
         return {
             "BLOCK_M": self.block_m,
             "BLOCK_N": self.block_n,
@@ -588,7 +857,10 @@ class TmaPlan:
 #: wgmma, and fetches only its own rows of ``A``. The last three hold two
 #: accumulators (:attr:`TmaTile.block_n2`): 192 and 144 columns, widths that
 #: fill the SMs at a few hundred rows where the powers of two leave a wave
-#: part-empty (``gemm_rule.WIDE_TILES_FEW``). A warp-specialised
+#: part-empty (``gemm_rule.WIDE_TILES_FEW`` and ``WIDE_TILES_MORE``). The
+#: last two run on the warp-specialised Gluon kernel (:attr:`TmaTile.gluon`),
+#: which keeps more stages in flight than the Triton kernel's tiles of their
+#: size and has no barrier between its warpgroups each ``K`` step. A warp-specialised
 #: 128x128x64 tile with five stages was dropped: in one H200 run (Triton
 #: 3.6, raw output not kept) it left the output unwritten for every layout.
 TMA_TILES = (
@@ -616,6 +888,8 @@ TMA_TILES = (
     TmaTile(64, 128, 64, 4, 6, block_n2=64),
     TmaTile(128, 128, 64, 4, 4, block_n2=16),
     TmaTile(128, 128, 64, 8, 4, block_n2=64),
+    TmaTile(128, 256, 64, 4, 3, gluon=True),
+    TmaTile(128, 128, 64, 4, 6, gluon=True),
 )
 _TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
 
@@ -956,6 +1230,16 @@ def _launch_matmul(
         raise ValueError(f"plan.split_k must be at least 1, got {plan.split_k}")
     if plan.split_k > 1 and not tile.splits:
         raise ValueError(f"plan.split_k must be 1 for the tile {tile.name}, got {plan.split_k}")
+    if tile.gluon:
+        if interpreter:
+            raise ValueError(
+                f"the tile {tile.name} runs on a Hopper GPU: the interpreter runs no Gluon"
+            )
+        if eager_route():
+            _launch_ws(a, b, out, tile, layouts, num_sms)
+        else:  # traced: Triton's wrapper takes no Gluon kernel, so an op of its own runs it
+            torch.ops.kp.matmul_ws(a, b, out, tile.name)
+        return
     partials = plan.split_k > 1
     ws = counts = out  # unused unless K is split
     if partials:
@@ -987,6 +1271,56 @@ def _launch_matmul(
         PARTIALS=partials,
         **tile.launch_args(),
     )
+
+
+def _launch_ws(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    tile: TmaTile,
+    layouts: list[tuple[bool, int]],
+    num_sms: int,
+) -> None:
+    """Launch :func:`_matmul_ws_kernel` for a tile of the Gluon kernel (:attr:`TmaTile.gluon`).
+
+    ``layouts`` are :func:`_tma_layout`'s for ``a``, ``b`` and ``out``; one
+    program per multiprocessor, as the Triton kernel.
+    """
+    (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
+    launchable(_matmul_ws_kernel)[(num_sms,)](
+        a,
+        b,
+        out,
+        a.shape[0],
+        b.shape[1],
+        a.shape[1],
+        stride_a,
+        stride_b,
+        stride_c,
+        A_COL_MAJOR=a_col,
+        B_COL_MAJOR=b_col,
+        NUM_SMS=num_sms,
+        **tile.launch_args(),
+    )
+
+
+_matmul_ws_kernel.add_pre_run_hook(_set_tma_allocator)
+
+
+@torch.library.custom_op("kp::matmul_ws", mutates_args=("out",))
+def _matmul_ws_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, tile: str) -> None:
+    """Write ``a @ b`` into ``out`` with the Gluon kernel's ``tile`` (a :attr:`TmaTile.name`).
+
+    The launcher's route for such a tile where it is traced (``kp::matmul``
+    under ``torch.compile``, dispatch modes, ``torch.func``): Triton's
+    ``wrap_triton`` takes only Triton kernels, so the traced graph calls this
+    op, which launches the same kernel with the same arguments as the eager
+    routes. Its fake implementation writes nothing (``out`` is mutated).
+    """
+    with device_guard(a):
+        layouts = [_tma_layout(t) for t in (a, b, out)]
+        num_sms = _sm_count(torch.cuda.current_device())
+        _launch_ws(a, b, out, _TILES_BY_NAME[tile], layouts, num_sms)
 
 
 # ---------------------------------------------------------------------------
