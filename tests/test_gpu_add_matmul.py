@@ -208,8 +208,11 @@ class _PassThrough(TorchDispatchMode):
 def test_gluon_tile_on_every_route():
     """Where the plan takes a Gluon tile, eager, op and compiled routes give the same bits.
 
-    Traced, the launcher hands the tile to ``kp::matmul_ws`` (Triton's
-    wrapper takes no Gluon kernel); ``opcheck`` runs its fake tensors.
+    Under ``torch.compile`` and ``opcheck``'s fake tensors the launcher is
+    traced and reaches the kernel through ``kp::matmul_ws`` (Triton's wrapper
+    takes no Gluon kernel); the op route under a pass-through dispatch mode
+    runs the op's body eagerly. All must give the eager bits, and the compiled
+    backward float64's gradients to rounding.
     """
     m, n, k = 2048, 2048, 512
     assert mm._tma_plan(m, n, k, _sms()).tile.gluon
