@@ -154,10 +154,13 @@ from kernel_portfolio.ops import gemm_rule
 # ---------------------------------------------------------------------------
 
 #: Registers a thread of :func:`_matmul_ws_kernel`'s loader warp keeps (it
-#: only counts and addresses), and of its second consumer warpgroup; the
-#: first consumer, the default partition, gets what the SM has left.
+#: only counts and addresses), and of each consumer warpgroup past the first
+#: with two consumers and with three (the first, the default partition, gets
+#: what the SM has left): the SM's 65536 registers hold the loader's
+#: warpgroup at 40 and the consumers' at 232 or 152 each.
 WS_LOADER_REGS = gl.constexpr(40)
 WS_CONSUMER_REGS = gl.constexpr(232)
+WS_CONSUMER3_REGS = gl.constexpr(152)
 
 
 @triton.jit
@@ -494,7 +497,7 @@ def _matmul_tma_kernel(
 
 
 # The warp-specialised Hopper kernel, in Gluon (Triton's explicit layer): one
-# warp copies tiles into a ring of stages, one or two consumer warpgroups run
+# warp copies tiles into a ring of stages, two or three consumer warpgroups run
 # the wgmma and hand each stage back on an mbarrier. See _matmul_ws_kernel.
 
 
@@ -509,26 +512,14 @@ def _ws_descriptor(
     COL_MAJOR: gl.constexpr,
 ):
     """:func:`_operand_descriptor` for the Gluon kernel: the operand in its own memory layout."""
-    dtype: gl.constexpr = ptr.dtype.element_ty
     if COL_MAJOR:
         block: gl.constexpr = [BLOCK_COLS, BLOCK_ROWS]
-        desc = tma.make_tensor_descriptor(
-            ptr,
-            [cols, rows],
-            [stride, 1],
-            block,
-            gl.NVMMASharedLayout.get_default_for(block, dtype),
-        )
+        shape = [cols, rows]
     else:
         block: gl.constexpr = [BLOCK_ROWS, BLOCK_COLS]
-        desc = tma.make_tensor_descriptor(
-            ptr,
-            [rows, cols],
-            [stride, 1],
-            block,
-            gl.NVMMASharedLayout.get_default_for(block, dtype),
-        )
-    return desc
+        shape = [rows, cols]
+    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for(block, ptr.dtype.element_ty)
+    return tma.make_tensor_descriptor(ptr, shape, [stride, 1], block, layout)
 
 
 @gluon.jit
@@ -550,8 +541,15 @@ def _ws_loader(
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
 ):
-    """The loader warp: each tile's ``K`` steps into the ring, as its consumers free stages."""
-    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    """The loader warp: each tile's ``K`` steps into the ring, as its consumers free stages.
+
+    A stage holds ``B``'s block and one block of ``A`` a consumer (its 64
+    rows: the copy engine takes boxes of power-of-two sides, which 192 rows
+    are not).
+    """
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    CONSUMERS: gl.constexpr = a_bufs.type.shape[0] // STAGES
+    SUB_M: gl.constexpr = BLOCK_M // CONSUMERS
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     count = 0
@@ -564,11 +562,13 @@ def _ws_loader(
             # A fresh mbarrier counts as having completed the phase before its first.
             mbarrier.wait(empty.index(s), ((count // STAGES) & 1) ^ 1)
             bar = ready.index(s)
-            mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            if A_COL_MAJOR:
-                tma.async_copy_global_to_shared(a_desc, [off_k, off_m], bar, a_bufs.index(s))
-            else:
-                tma.async_copy_global_to_shared(a_desc, [off_m, off_k], bar, a_bufs.index(s))
+            mbarrier.expect(bar, CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            for p in gl.static_range(CONSUMERS):
+                a_buf = a_bufs.index(s * CONSUMERS + p)
+                if A_COL_MAJOR:
+                    tma.async_copy_global_to_shared(a_desc, [off_k, off_m + p * SUB_M], bar, a_buf)
+                else:
+                    tma.async_copy_global_to_shared(a_desc, [off_m + p * SUB_M, off_k], bar, a_buf)
             if B_COL_MAJOR:
                 tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
             else:
@@ -604,7 +604,8 @@ def _ws_consumer(
     through shared memory and the copy engine, the store of one tile in
     flight while the next tile's ``K`` loop runs.
     """
-    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    CONSUMERS: gl.constexpr = a_bufs.type.shape[0] // STAGES
     SUB_M: gl.constexpr = c_desc.block_type.shape[0]
     layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
@@ -619,10 +620,9 @@ def _ws_consumer(
         for _ in range(0, K, BLOCK_K):
             s = count % STAGES
             mbarrier.wait(ready.index(s), (count // STAGES) & 1)
+            a = a_bufs.index(s * CONSUMERS + PART)
             if A_COL_MAJOR:
-                a = a_bufs.index(s).slice(PART * SUB_M, SUB_M, dim=1).permute((1, 0))
-            else:
-                a = a_bufs.index(s).slice(PART * SUB_M, SUB_M, dim=0)
+                a = a.permute((1, 0))
             b = b_bufs.index(s)
             if B_COL_MAJOR:
                 b = b.permute((1, 0))
@@ -661,59 +661,91 @@ def _matmul_ws_kernel(
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
 ):
-    """Persistent GEMM, warp-specialised: a loader warp and two consumer warpgroups.
+    """Persistent GEMM, warp-specialised: a loader warp and a consumer warpgroup per 64 rows.
 
     The programs walk the output tiles as :func:`_matmul_tma_kernel` does,
     with its arguments (less split-K and tiles of two accumulators), and
     ``num_warps=4``: the default partition is the first consumer warpgroup,
-    and the loader warp and the second consumer warpgroup are worker
-    partitions beside it (12 warps in all: a warp alone takes a warpgroup's
-    registers). Operands arrive through the copy engine into ``STAGES``
-    stages, each with two mbarriers: ``ready`` (its copies landed: the
-    loader's expected bytes arrived) and ``empty`` (both consumers have
-    handed it back). Consumer ``p`` computes rows ``p * BLOCK_M / 2`` on of
-    each tile from the shared stage, its accumulator in its own registers,
-    and stores them through its own shared buffer. No warp waits at a
-    barrier for the other group's warps: the Triton kernel's warps all meet
-    at one every ``K`` step.
+    and the loader warp and the other consumer warpgroups (one for a
+    128-row tile, two for a 192-row tile) are worker partitions beside it (a
+    warp alone takes a warpgroup's registers: 12 or 16 warps in all).
+    Operands arrive through the copy engine into ``STAGES`` stages, each with
+    two mbarriers: ``ready`` (its copies landed: the loader's expected bytes
+    arrived) and ``empty`` (every consumer has handed it back). Consumer
+    ``p`` computes rows ``64 * p`` on of each tile from the shared stage (a
+    wgmma takes 64 rows a warpgroup), its accumulator in its own registers,
+    and stores them through its own shared buffer. No warp waits at a barrier
+    for another group's warps: the Triton kernel's warps all meet at one
+    every ``K`` step.
     """
     dtype: gl.constexpr = a_ptr.dtype.element_ty
-    SUB_M: gl.constexpr = BLOCK_M // 2
-    a_desc = _ws_descriptor(a_ptr, M, K, stride_a, BLOCK_M, BLOCK_K, A_COL_MAJOR)
+    SUB_M: gl.constexpr = 64
+    CONSUMERS: gl.constexpr = BLOCK_M // SUB_M
+    a_desc = _ws_descriptor(a_ptr, M, K, stride_a, SUB_M, BLOCK_K, A_COL_MAJOR)
     b_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
     c_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N, False)
-    a_bufs = gl.allocate_shared_memory(dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    shape_a: gl.constexpr = [STAGES * CONSUMERS] + a_desc.block_type.shape
+    a_bufs = gl.allocate_shared_memory(dtype, shape_a, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=2)
+        mbarrier.init(empty.index(i), count=CONSUMERS)
     c0 = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
     c1 = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
     # The partitions' arguments are written out in the call: Gluon takes no
     # starred arguments, and a tuple kept in a variable turns constants into tensors.
-    gl.warp_specialize(
-        [
-            (
-                _ws_consumer,
-                (a_bufs, b_bufs, ready, empty, c_desc, c0, M, N, K, 0, BLOCK_M, BLOCK_N,
-                 BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
-            ),
-            (
-                _ws_loader,
-                (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N,
-                 BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
-            ),
-            (
-                _ws_consumer,
-                (a_bufs, b_bufs, ready, empty, c_desc, c1, M, N, K, 1, BLOCK_M, BLOCK_N,
-                 BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
-            ),
-        ],
-        [1, 4],
-        [WS_LOADER_REGS, WS_CONSUMER_REGS],
-    )  # fmt: skip
+    if CONSUMERS == 2:
+        gl.warp_specialize(
+            [
+                (
+                    _ws_consumer,
+                    (a_bufs, b_bufs, ready, empty, c_desc, c0, M, N, K, 0, BLOCK_M, BLOCK_N,
+                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                ),
+                (
+                    _ws_loader,
+                    (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N,
+                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                ),
+                (
+                    _ws_consumer,
+                    (a_bufs, b_bufs, ready, empty, c_desc, c1, M, N, K, 1, BLOCK_M, BLOCK_N,
+                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                ),
+            ],
+            [1, 4],
+            [WS_LOADER_REGS, WS_CONSUMER_REGS],
+        )  # fmt: skip
+    else:
+        c2 = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
+        gl.warp_specialize(
+            [
+                (
+                    _ws_consumer,
+                    (a_bufs, b_bufs, ready, empty, c_desc, c0, M, N, K, 0, BLOCK_M, BLOCK_N,
+                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                ),
+                (
+                    _ws_loader,
+                    (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N,
+                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                ),
+                (
+                    _ws_consumer,
+                    (a_bufs, b_bufs, ready, empty, c_desc, c1, M, N, K, 1, BLOCK_M, BLOCK_N,
+                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                ),
+                (
+                    _ws_consumer,
+                    (a_bufs, b_bufs, ready, empty, c_desc, c2, M, N, K, 2, BLOCK_M, BLOCK_N,
+                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                ),
+            ],
+            [1, 4, 4],
+            [WS_LOADER_REGS, WS_CONSUMER3_REGS, WS_CONSUMER3_REGS],
+        )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------
@@ -890,6 +922,7 @@ TMA_TILES = (
     TmaTile(128, 128, 64, 8, 4, block_n2=64),
     TmaTile(128, 256, 64, 4, 3, gluon=True),
     TmaTile(128, 128, 64, 4, 6, gluon=True),
+    TmaTile(192, 128, 64, 4, 4, gluon=True),
 )
 _TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
 
