@@ -2,7 +2,7 @@
 
 About four minutes in one process; prints a table and writes nothing else::
 
-    python scripts/gluon_tiles_ab.py > results/<gpu>/checks/gluon-tiles-ab-<UTC stamp>.log
+    python scripts/gluon_tiles_ab.py [ROWS ...] > results/<gpu>/checks/gluon-tiles-ab-<stamp>.log
 
 ``_tma_plan`` takes a tile only where its work items keep ``WAVE_FILL`` (0.8)
 of the SMs busy, else it passes on. In the Gluon A/B
@@ -16,7 +16,8 @@ with three consumer warpgroups) and cuBLAS at every 32 rows from 160 to
 1056 and at 1280, 1536, 2048 and 4096 rows of the four layer shapes, ``B``
 row-major and transposed (a linear layer's ``x @ W.T``), bfloat16, with each
 tile's waves and the share of them its tiles fill, so that a rule can be
-read off neighbouring row counts, not the suite's cells alone. Each call
+read off neighbouring row counts, not the suite's cells alone (row counts
+given as arguments replace these). Each call
 with a cold L2 behind a device spin, visited in alternating order (six
 visits of twenty samples); a speed is the median over visits of each visit's
 ratio against cuBLAS (paired). Every output, poisoned with NaN first, is
@@ -26,6 +27,7 @@ checked against cuBLAS's.
 from __future__ import annotations
 
 import statistics
+import sys
 
 import torch
 from copy_floor import SAMPLES, VISITS, setup
@@ -34,7 +36,7 @@ from kernel_portfolio import plans
 from kernel_portfolio.bench import timing
 from kernel_portfolio.ops import matmul as mm
 
-ROWS = (*range(160, 1057, 32), 1280, 1536, 2048, 4096)
+ROWS = tuple(map(int, sys.argv[1:])) or (*range(160, 1057, 32), 1280, 1536, 2048, 4096)
 LAYERS = ((4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336))
 GLUON = {
     "g256": mm._TILES_BY_NAME["128x256x64 s3 gluon"],

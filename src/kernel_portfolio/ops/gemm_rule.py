@@ -55,7 +55,19 @@ WIDE_TILES_MORE = ("128x128+64x64 w8 s4", "128x128+16x64 w4 s4")
 #: 128x128 one, six stages, faster than the Triton kernel's 128x128 tile at
 #: four, five and six stages at every shape; at 256 rows of 14336 columns the
 #: Triton kernel's 128x256 tile stayed ahead, so the row of 256 keeps it.
-GLUON_TILES = ("128x256x64 s3 gluon", "128x128x64 s6 gluon")
+#: Between them the 192-row tile of three consumer warpgroups, whose tiles
+#: fill the waves at row counts where neither power of two does (768x4096:
+#: 128 tiles of 192x128 for 132 SMs, where 128x128 tiles leave a second wave
+#: half empty). In the A/B of the three
+#: (``results/h100-80gb-hbm3/checks/gluon-tiles-ab-20261206T1421Z.log``: every
+#: 32 rows from 160 to 1056 and 1280 to 4096 rows of the four layer shapes,
+#: ``B`` row-major and transposed) this order scored a geometric mean of 0.867
+#: of cuBLAS over its 264 products against 0.847 for the table without the
+#: 192-row tile, and put 142 products under 0.90 of cuBLAS against 167. Its
+#: 128-row tiles copied ``A`` in two boxes of 64 rows there, and ran slower
+#: against cuBLAS than in the A/B before at every shape both timed; they copy
+#: it in one box again, as in that A/B.
+GLUON_TILES = ("128x256x64 s3 gluon", "192x128x64 s4 gluon", "128x128x64 s6 gluon")
 #: After them, the Triton kernel's tiles that headed these rows before, which
 #: may split ``K`` (the Gluon kernel never does): ``_tma_plan`` reaches them
 #: where neither Gluon tile fills the waves, and takes one where its runs of a

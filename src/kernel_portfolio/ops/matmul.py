@@ -543,13 +543,13 @@ def _ws_loader(
 ):
     """The loader warp: each tile's ``K`` steps into the ring, as its consumers free stages.
 
-    A stage holds ``B``'s block and one block of ``A`` a consumer (its 64
-    rows: the copy engine takes boxes of power-of-two sides, which 192 rows
-    are not).
+    A stage holds ``B``'s block and ``A``'s rows in boxes of ``A_BOX`` rows:
+    one box of a 128-row tile, a box a consumer of a 192-row tile (the copy
+    engine takes boxes of power-of-two sides).
     """
     STAGES: gl.constexpr = b_bufs.type.shape[0]
-    CONSUMERS: gl.constexpr = a_bufs.type.shape[0] // STAGES
-    SUB_M: gl.constexpr = BLOCK_M // CONSUMERS
+    BOXES: gl.constexpr = a_bufs.type.shape[0] // STAGES
+    A_BOX: gl.constexpr = BLOCK_M // BOXES
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     count = 0
@@ -562,13 +562,17 @@ def _ws_loader(
             # A fresh mbarrier counts as having completed the phase before its first.
             mbarrier.wait(empty.index(s), ((count // STAGES) & 1) ^ 1)
             bar = ready.index(s)
-            mbarrier.expect(bar, CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            for p in gl.static_range(CONSUMERS):
-                a_buf = a_bufs.index(s * CONSUMERS + p)
+            mbarrier.expect(bar, BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            for box in gl.static_range(BOXES):
+                a_buf = a_bufs.index(s * BOXES + box)
                 if A_COL_MAJOR:
-                    tma.async_copy_global_to_shared(a_desc, [off_k, off_m + p * SUB_M], bar, a_buf)
+                    tma.async_copy_global_to_shared(
+                        a_desc, [off_k, off_m + box * A_BOX], bar, a_buf
+                    )
                 else:
-                    tma.async_copy_global_to_shared(a_desc, [off_m + p * SUB_M, off_k], bar, a_buf)
+                    tma.async_copy_global_to_shared(
+                        a_desc, [off_m + box * A_BOX, off_k], bar, a_buf
+                    )
             if B_COL_MAJOR:
                 tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
             else:
@@ -605,8 +609,12 @@ def _ws_consumer(
     flight while the next tile's ``K`` loop runs.
     """
     STAGES: gl.constexpr = b_bufs.type.shape[0]
-    CONSUMERS: gl.constexpr = a_bufs.type.shape[0] // STAGES
+    BOXES: gl.constexpr = a_bufs.type.shape[0] // STAGES
+    A_BOX: gl.constexpr = BLOCK_M // BOXES
     SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    # This consumer's rows: the box that holds them, and where in it they start.
+    BOX: gl.constexpr = PART * SUB_M // A_BOX
+    ROW: gl.constexpr = PART * SUB_M % A_BOX
     layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
     )
@@ -620,9 +628,10 @@ def _ws_consumer(
         for _ in range(0, K, BLOCK_K):
             s = count % STAGES
             mbarrier.wait(ready.index(s), (count // STAGES) & 1)
-            a = a_bufs.index(s * CONSUMERS + PART)
             if A_COL_MAJOR:
-                a = a.permute((1, 0))
+                a = a_bufs.index(s * BOXES + BOX).slice(ROW, SUB_M, dim=1).permute((1, 0))
+            else:
+                a = a_bufs.index(s * BOXES + BOX).slice(ROW, SUB_M, dim=0)
             b = b_bufs.index(s)
             if B_COL_MAJOR:
                 b = b.permute((1, 0))
@@ -681,10 +690,12 @@ def _matmul_ws_kernel(
     dtype: gl.constexpr = a_ptr.dtype.element_ty
     SUB_M: gl.constexpr = 64
     CONSUMERS: gl.constexpr = BLOCK_M // SUB_M
-    a_desc = _ws_descriptor(a_ptr, M, K, stride_a, SUB_M, BLOCK_K, A_COL_MAJOR)
+    # A in one box a stage, or one a consumer where BLOCK_M is no power of two.
+    A_BOX: gl.constexpr = SUB_M if BLOCK_M % 128 else BLOCK_M
+    a_desc = _ws_descriptor(a_ptr, M, K, stride_a, A_BOX, BLOCK_K, A_COL_MAJOR)
     b_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
     c_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N, False)
-    shape_a: gl.constexpr = [STAGES * CONSUMERS] + a_desc.block_type.shape
+    shape_a: gl.constexpr = [STAGES * BLOCK_M // A_BOX] + a_desc.block_type.shape
     a_bufs = gl.allocate_shared_memory(dtype, shape_a, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
