@@ -236,8 +236,8 @@ def test_gluon_tile_on_every_route():
 #: Products of a linear layer at a small batch, at the models layer shapes
 #: (N, K) of ``scripts/gemm_tune.py``: every row of the plan table, batch
 #: sizes off every tile (1, 17, 100, 257, 384, 544, 640), split and unsplit,
-#: each tile of two accumulators (384 and 544 rows) and each Gluon tile (257,
-#: 512, 640 and 1024 rows).
+#: each tile of two accumulators (257, 384 and 544 rows) and each Gluon tile
+#: (512, 640 and 1024 rows).
 FEW_ROWS = [
     (1, 4096, 4096),
     (17, 6144, 4096),

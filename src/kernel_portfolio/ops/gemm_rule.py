@@ -68,13 +68,6 @@ WIDE_TILES_MORE = ("128x128+64x64 w8 s4", "128x128+16x64 w4 s4")
 #: against cuBLAS than in the A/B before at every shape both timed; they copy
 #: it in one box again, as in that A/B.
 GLUON_TILES = ("128x256x64 s3 gluon", "192x128x64 s4 gluon", "128x128x64 s6 gluon")
-#: The Gluon kernel's 192x64 tile, after :data:`GLUON_TILES` in the rows from
-#: 257 rows up: ``_tma_plan`` reaches it where none of them fills the waves
-#: (384x4096: 128 tiles of 192x64 for 132 SMs, where 128x128 tiles are 96),
-#: before the Triton kernel's tiles. From the last A/B of the Gluon tiles
-#: (``results/h100-80gb-hbm3/README.md`` names its log), at the row counts
-#: where the tile would change the plan.
-GLUON_NARROW = "192x64x64 s6 gluon"
 #: After them, the Triton kernel's tiles that headed these rows before, which
 #: may split ``K`` (the Gluon kernel never does): ``_tma_plan`` reaches them
 #: where neither Gluon tile fills the waves, and takes one where its runs of a
@@ -107,9 +100,9 @@ TMA_RULES = (
     TmaRule(64, ("64x64x256 w4 s3", "32x64x256 w4 s4 sw"), 1),
     TmaRule(128, ("64x128x64 w4 s8", "64x64x128 w4 s6"), 1),
     TmaRule(256, ("128x256x64 w8 s4 e2", "64x128x64 w4 s8", *WIDE_TILES_FEW), 1),
-    TmaRule(512, (*GLUON_TILES, GLUON_NARROW, *SPLIT_TILES, "64x128x64 w4 s8", *WIDE_TILES_FEW), 1),
-    TmaRule(1024, (*GLUON_TILES, GLUON_NARROW, *SPLIT_TILES, *WIDE_TILES_MORE), 1),
-    TmaRule(8192, (*GLUON_TILES, GLUON_NARROW, *SPLIT_TILES), 1),
+    TmaRule(512, (*GLUON_TILES, *SPLIT_TILES, "64x128x64 w4 s8", *WIDE_TILES_FEW), 1),
+    TmaRule(1024, (*GLUON_TILES, *SPLIT_TILES, *WIDE_TILES_MORE), 1),
+    TmaRule(8192, (*GLUON_TILES, *SPLIT_TILES), 1),
     TmaRule(None, GLUON_TILES[:1], 1),
 )
 

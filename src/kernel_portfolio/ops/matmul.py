@@ -934,7 +934,6 @@ TMA_TILES = (
     TmaTile(128, 256, 64, 4, 3, gluon=True),
     TmaTile(128, 128, 64, 4, 6, gluon=True),
     TmaTile(192, 128, 64, 4, 4, gluon=True),
-    TmaTile(192, 64, 64, 4, 6, gluon=True),
 )
 _TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
 
