@@ -491,8 +491,9 @@ GEMM_LAYERS = {
     (4096, 14336): "MLP down projection",
 }
 #: Tokens in a batch for the projections: M from a decode step to a prefill,
-#: against tiles of 64 to 256 rows (384 is three 128-row tiles).
-GEMM_ROWS = (16, 64, 128, 256, 384, 1024, 4096, 16384)
+#: against tiles of 64 to 256 rows (384 is three 128-row tiles, 768 four
+#: 192-row ones or six 128-row ones).
+GEMM_ROWS = (16, 64, 128, 256, 384, 768, 1024, 4096, 16384)
 #: A row case this small (bytes of one tensor) is timed by CUDA-graph replay:
 #: microseconds of GPU work, which an event timer would bury under host cost.
 GRAPH_MAX_BYTES = 4 << 20
