@@ -526,8 +526,10 @@ def _ws_descriptor(
 def _ws_loader(
     a_desc,
     b_desc,
+    b2_desc,
     a_bufs,
     b_bufs,
+    b2_bufs,
     ready,
     empty,
     M,
@@ -535,6 +537,7 @@ def _ws_loader(
     K,
     BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
+    BLOCK_N2: gl.constexpr,
     BLOCK_K: gl.constexpr,
     GROUP_M: gl.constexpr,
     A_COL_MAJOR: gl.constexpr,
@@ -551,18 +554,21 @@ def _ws_loader(
     BOXES: gl.constexpr = a_bufs.type.shape[0] // STAGES
     A_BOX: gl.constexpr = BLOCK_M // BOXES
     num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
+    num_pid_n = gl.cdiv(N, BLOCK_N + BLOCK_N2)
+    b_bytes: gl.constexpr = b_desc.block_type.nbytes + (
+        b2_desc.block_type.nbytes if BLOCK_N2 else 0
+    )
     count = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
+        off_n = pid_n * (BLOCK_N + BLOCK_N2)
         for off_k in range(0, K, BLOCK_K):
             s = count % STAGES
             # A fresh mbarrier counts as having completed the phase before its first.
             mbarrier.wait(empty.index(s), ((count // STAGES) & 1) ^ 1)
             bar = ready.index(s)
-            mbarrier.expect(bar, BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            mbarrier.expect(bar, BOXES * a_desc.block_type.nbytes + b_bytes)
             for box in gl.static_range(BOXES):
                 a_buf = a_bufs.index(s * BOXES + box)
                 if A_COL_MAJOR:
@@ -577,6 +583,12 @@ def _ws_loader(
                 tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
             else:
                 tma.async_copy_global_to_shared(b_desc, [off_k, off_n], bar, b_bufs.index(s))
+            if BLOCK_N2:
+                b2 = b2_bufs.index(s)
+                if B_COL_MAJOR:
+                    tma.async_copy_global_to_shared(b2_desc, [off_n + BLOCK_N, off_k], bar, b2)
+                else:
+                    tma.async_copy_global_to_shared(b2_desc, [off_k, off_n + BLOCK_N], bar, b2)
             count += 1
 
 
@@ -584,16 +596,20 @@ def _ws_loader(
 def _ws_consumer(
     a_bufs,
     b_bufs,
+    b2_bufs,
     ready,
     empty,
     c_desc,
+    c2_desc,
     c_smem,
+    c2_smem,
     M,
     N,
     K,
     PART: gl.constexpr,
     BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
+    BLOCK_N2: gl.constexpr,
     BLOCK_K: gl.constexpr,
     GROUP_M: gl.constexpr,
     A_COL_MAJOR: gl.constexpr,
@@ -618,12 +634,20 @@ def _ws_consumer(
     layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
     )
+    # A second accumulator's width: BLOCK_N2, or a stand-in never used without one.
+    N2: gl.constexpr = BLOCK_N2 if BLOCK_N2 else 8
+    layout2: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, N2, 16]
+    )
+    # Steps' wgmma groups in flight after a step's wait: the step's own.
+    IN_FLIGHT: gl.constexpr = 2 if BLOCK_N2 else 1
     num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
+    num_pid_n = gl.cdiv(N, BLOCK_N + BLOCK_N2)
     count = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         acc = gl.zeros((SUB_M, BLOCK_N), dtype=gl.float32, layout=layout)
+        acc2 = gl.zeros((SUB_M, N2), dtype=gl.float32, layout=layout2)
         first = count
         for _ in range(0, K, BLOCK_K):
             s = count % STAGES
@@ -636,17 +660,28 @@ def _ws_consumer(
             if B_COL_MAJOR:
                 b = b.permute((1, 0))
             acc = warpgroup_mma(a, b, acc, is_async=True)
-            acc = warpgroup_mma_wait(1, deps=[acc])
+            if BLOCK_N2:
+                b2 = b2_bufs.index(s)
+                if B_COL_MAJOR:
+                    b2 = b2.permute((1, 0))
+                acc2 = warpgroup_mma(a, b2, acc2, is_async=True)
+                acc, acc2 = warpgroup_mma_wait(IN_FLIGHT, deps=[acc, acc2])
+            else:
+                acc = warpgroup_mma_wait(IN_FLIGHT, deps=[acc])
             mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
             count += 1
-        acc = warpgroup_mma_wait(0, deps=[acc])
+        acc, acc2 = warpgroup_mma_wait(0, deps=[acc, acc2])
         mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
-        tma.store_wait(0)  # the previous tile's store has left c_smem
+        off_m = pid_m * BLOCK_M + PART * SUB_M
+        off_n = pid_n * (BLOCK_N + BLOCK_N2)
+        tma.store_wait(0)  # the previous tile's stores have left c_smem and c2_smem
         c_smem.store(acc.to(c_desc.dtype))
+        if BLOCK_N2:
+            c2_smem.store(acc2.to(c_desc.dtype))
         fence_async_shared()
-        tma.async_copy_shared_to_global(
-            c_desc, [pid_m * BLOCK_M + PART * SUB_M, pid_n * BLOCK_N], c_smem
-        )
+        tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+        if BLOCK_N2:
+            tma.async_copy_shared_to_global(c2_desc, [off_m, off_n + BLOCK_N], c2_smem)
     tma.store_wait(0)
 
 
@@ -663,6 +698,7 @@ def _matmul_ws_kernel(
     stride_c,
     BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
+    BLOCK_N2: gl.constexpr,
     BLOCK_K: gl.constexpr,
     STAGES: gl.constexpr,
     GROUP_M: gl.constexpr,
@@ -705,6 +741,26 @@ def _matmul_ws_kernel(
         mbarrier.init(empty.index(i), count=CONSUMERS)
     c0 = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
     c1 = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
+    c2 = c0
+    if CONSUMERS == 3:
+        c2 = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
+    # The second block of columns (BLOCK_N2), or stand-ins that are never used.
+    b2_desc = b_desc
+    c2_desc = c_desc
+    b2_bufs = b_bufs
+    d0 = c0
+    d1 = c1
+    d2 = c2
+    if BLOCK_N2:
+        b2_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N2, B_COL_MAJOR)
+        c2_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N2, False)
+        shape_b2: gl.constexpr = [STAGES] + b2_desc.block_type.shape
+        b2_bufs = gl.allocate_shared_memory(dtype, shape_b2, b2_desc.layout)
+        d0 = gl.allocate_shared_memory(dtype, c2_desc.block_type.shape, c2_desc.layout)
+        d1 = gl.allocate_shared_memory(dtype, c2_desc.block_type.shape, c2_desc.layout)
+        d2 = d0
+        if CONSUMERS == 3:
+            d2 = gl.allocate_shared_memory(dtype, c2_desc.block_type.shape, c2_desc.layout)
     # The partitions' arguments are written out in the call: Gluon takes no
     # starred arguments, and a tuple kept in a variable turns constants into tensors.
     if CONSUMERS == 2:
@@ -712,46 +768,52 @@ def _matmul_ws_kernel(
             [
                 (
                     _ws_consumer,
-                    (a_bufs, b_bufs, ready, empty, c_desc, c0, M, N, K, 0, BLOCK_M, BLOCK_N,
-                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
+                     0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
-                    (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N,
-                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                    (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
+                     BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
-                    (a_bufs, b_bufs, ready, empty, c_desc, c1, M, N, K, 1, BLOCK_M, BLOCK_N,
-                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
+                     1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
             ],
             [1, 4],
             [WS_LOADER_REGS, WS_CONSUMER_REGS],
         )  # fmt: skip
     else:
-        c2 = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
         gl.warp_specialize(
             [
                 (
                     _ws_consumer,
-                    (a_bufs, b_bufs, ready, empty, c_desc, c0, M, N, K, 0, BLOCK_M, BLOCK_N,
-                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
+                     0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
-                    (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N,
-                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                    (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
+                     BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
-                    (a_bufs, b_bufs, ready, empty, c_desc, c1, M, N, K, 1, BLOCK_M, BLOCK_N,
-                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
+                     1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
-                    (a_bufs, b_bufs, ready, empty, c_desc, c2, M, N, K, 2, BLOCK_M, BLOCK_N,
-                     BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS),
+                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c2, d2, M, N, K,
+                     2, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
             ],
             [1, 4, 4],
@@ -854,6 +916,7 @@ class TmaTile:
             return {
                 "BLOCK_M": self.block_m,
                 "BLOCK_N": self.block_n,
+                "BLOCK_N2": self.block_n2,
                 "BLOCK_K": self.block_k,
                 "STAGES": self.stages,
                 "GROUP_M": 8,
@@ -934,6 +997,10 @@ TMA_TILES = (
     TmaTile(128, 256, 64, 4, 3, gluon=True),
     TmaTile(128, 128, 64, 4, 6, gluon=True),
     TmaTile(192, 128, 64, 4, 4, gluon=True),
+    TmaTile(192, 128, 64, 4, 3, block_n2=64, gluon=True),
+    TmaTile(128, 128, 64, 4, 4, block_n2=64, gluon=True),
+    TmaTile(128, 128, 64, 4, 5, block_n2=16, gluon=True),
+    TmaTile(128, 64, 64, 4, 6, block_n2=32, gluon=True),
 )
 _TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
 
