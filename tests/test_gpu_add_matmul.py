@@ -235,9 +235,9 @@ def test_gluon_tile_on_every_route():
 
 #: Products of a linear layer at a small batch, at the models layer shapes
 #: (N, K) of ``scripts/gemm_tune.py``: every row of the plan table, batch
-#: sizes off every tile (1, 17, 100, 257, 384, 544, 640), split and unsplit,
-#: each tile of two accumulators (257, 384 and 544 rows) and each Gluon tile
-#: (512, 640 and 1024 rows).
+#: sizes off every tile (1, 17, 100, 257, 384, 544, 640, 704), split and
+#: unsplit, each tile of two accumulators (257, 384, 480, 544 and 704 rows)
+#: and each Gluon tile (384, 480, 512, 640, 704 and 1024 rows).
 FEW_ROWS = [
     (1, 4096, 4096),
     (17, 6144, 4096),
@@ -245,9 +245,11 @@ FEW_ROWS = [
     (100, 4096, 14336),
     (257, 4096, 4096),
     (384, 6144, 4096),
+    (480, 6144, 4096),
     (512, 4096, 14336),
     (544, 4096, 4096),
     (640, 4096, 4096),
+    (704, 6144, 4096),
     (1024, 6144, 4096),
     (1024, 4096, 14336),
 ]

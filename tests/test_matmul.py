@@ -214,9 +214,9 @@ def test_plan_table_rows_name_tiles_in_order():
 
 
 def test_wide_tiles_only_where_no_power_of_two_tile_fills():
-    """A tile of two accumulators is taken only where no one-accumulator tile of its row
-    keeps ``WAVE_FILL`` of the SMs busy, and is at 384x6144 (three 128-row tiles of 144
-    columns: 129 for 132 SMs, where 128x128 runs a second wave of 12)."""
+    """A tile of two accumulators is taken only where no one-accumulator tile ahead of it
+    in its row keeps ``WAVE_FILL`` of the SMs busy, and is at 384x6144 (three 128-row
+    tiles of 144 columns: 129 for 132 SMs, where 128x128 runs a second wave of 12)."""
     taken = set()
     for m in range(129, 1025, 7):
         for n, k in MODEL_NK:
@@ -225,12 +225,12 @@ def test_wide_tiles_only_where_no_power_of_two_tile_fills():
                 continue
             taken.add(plan.tile.name)
             rule = next(r for r in gemm_rule.TMA_RULES if mm._bucket(m) <= r.max_m)
-            for name in rule.tiles:
+            for name in rule.tiles[: rule.tiles.index(plan.tile.name)]:
                 tile = mm._TILES_BY_NAME[name]
                 if not tile.block_n2:
                     assert _fill(_items(mm.TmaPlan(tile), m, n)) < gemm_rule.WAVE_FILL, (m, n)
-    assert taken == {*gemm_rule.WIDE_TILES_FEW, *gemm_rule.WIDE_TILES_MORE}
-    assert mm._tma_plan(384, 6144, 4096, 132).tile.name == "128x128+16x64 w4 s4"
+    assert taken == {*gemm_rule.WIDE_TILES_FEW, *gemm_rule.GLUON_WIDE_TILES}
+    assert mm._tma_plan(384, 6144, 4096, 132).tile.name == "128x128+16x64 s5 gluon"
 
 
 @pytest.mark.parametrize(
@@ -311,7 +311,9 @@ def _fill(items: int, sms: int = 132) -> float:
         ((64, 4096, 16384), "64x64x256 w4 s3", 2),  # two runs of LONG_K_RUN: 128 items, 97%
         ((128, 4096, 4096), "64x64x128 w4 s6", 1),  # 64x128: 64 tiles; 64x64: 128
         ((384, 4096, 4096), "64x128+64x64 w4 s6", 1),  # 128x128: 96 tiles; 64x192: 132
-        ((384, 6144, 4096), "128x128+16x64 w4 s4", 1),  # 64x192: 96 tiles; 128x144: 129
+        ((384, 6144, 4096), "128x128+16x64 s5 gluon", 1),  # 64x192: 96 tiles; 128x144: 129
+        ((512, 6144, 4096), "128x128+64x64 s4 gluon", 1),  # 128x192: 128 tiles; 64x128: 85%
+        ((768, 6144, 4096), "192x128+64x64 s3 gluon", 1),  # 192x192: 128 tiles; 128x192: 73%
         ((448, 4096, 4096), "128x128x64 s6 gluon", 1),  # 128 tiles: 97% of one wave
         ((768, 4096, 4096), "192x128x64 s4 gluon", 1),  # 128 tiles: 97%; 128x128: 2 waves, 73%
         ((384, 14336, 4096), "192x128x64 s4 gluon", 1),  # 224 tiles: 85% of two waves

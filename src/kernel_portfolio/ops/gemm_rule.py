@@ -34,16 +34,23 @@ class TmaRule:
 
 
 #: Tiles of two accumulators (``matmul.TmaTile.block_n2``), a width that is not
-#: a power of two, at the end of the rows of 129 to 1024 rows: ``_tma_plan``
-#: reaches them only where no power-of-two tile of the row keeps
-#: ``WAVE_FILL`` of the SMs busy. Their order is the A/B's
+#: a power of two, at the end of the rows of 129 to 512 rows (the 128x144 one
+#: also of 513 to 1024): ``_tma_plan`` reaches them only where no
+#: power-of-two tile of the row keeps ``WAVE_FILL`` of the SMs busy. Their
+#: order is the A/B's
 #: (``results/h100-80gb-hbm3/checks/wide-tile-ab-20261206T0937Z.log``, at 256
 #: to 1024 rows of the models layer shapes, bfloat16): at every shape where no
 #: power-of-two tile filled the waves, the first of these that does ran faster
 #: than the plan without them, the 64-row one up to 512 rows and the 128-row
-#: ones above.
-WIDE_TILES_FEW = ("64x128+64x64 w4 s6", "128x128+16x64 w4 s4")
-WIDE_TILES_MORE = ("128x128+64x64 w8 s4", "128x128+16x64 w4 s4")
+#: ones above. The 128x144 tile runs on the Gluon kernel: in the A/B of the
+#: Gluon tiles of two accumulators
+#: (``results/h100-80gb-hbm3/checks/gluon-tiles-ab-20261206T1607Z.log``) it
+#: ran 384x6144x4096 at 0.844 and 0.798 of cuBLAS (``B`` row-major and
+#: transposed), where the Triton kernel's 128x144 tile, then in its place, ran
+#: at 0.793 and 0.745. The Triton kernel's 128x192 tile, which ended the row
+#: of 1024 before, gave way to the Gluon kernel's (:data:`GLUON_WIDE_TILES`,
+#: ahead of it in the row, with its tile count).
+WIDE_TILES_FEW = ("64x128+64x64 w4 s6", "128x128+16x64 s5 gluon")
 
 #: Tiles of the warp-specialised Gluon kernel (``matmul.TmaTile.gluon``), at
 #: the head of the rows from 257 rows up in place of the Triton kernel's
@@ -63,14 +70,26 @@ WIDE_TILES_MORE = ("128x128+64x64 w8 s4", "128x128+16x64 w4 s4")
 #: 32 rows from 160 to 1056 and 1280 to 4096 rows of the four layer shapes,
 #: ``B`` row-major and transposed) this order scored a geometric mean of 0.867
 #: of cuBLAS over its 264 products against 0.847 for the table without the
-#: 192-row tile, and put 142 products under 0.90 of cuBLAS against 167. Its
-#: 128-row tiles copied ``A`` in two boxes of 64 rows there, and ran slower
-#: against cuBLAS than in the A/B before at every shape both timed; they copy
-#: it in one box again, as in that A/B.
+#: 192-row tile, and put 142 products under 0.90 of cuBLAS against 167.
 GLUON_TILES = ("128x256x64 s3 gluon", "192x128x64 s4 gluon", "128x128x64 s6 gluon")
+#: Next, the Gluon kernel's tiles of a second accumulator of 64 columns,
+#: 128x192 and 192x192 (cuBLAS's tile at 768x6144): where none of the three
+#: fills the waves, these fill them at row counts between their multiples
+#: (448 to 512 rows of 6144 columns: 128 tiles of 128x192; 704 to 768 rows:
+#: 128 tiles of 192x192), ahead of the Triton tiles that ran there before. In
+#: the A/B (``results/h100-80gb-hbm3/checks/gluon-tiles-ab-20261206T1607Z.log``:
+#: 13 row counts of 256 to 2048 of the four layer shapes, ``B`` row-major and
+#: transposed, bfloat16) this table changed the plan at ten of its 104
+#: products, each faster: 448x6144x4096 from 0.72 and 0.74 of cuBLAS to 0.84
+#: and 0.81, 768x6144x4096 from 0.72 and 0.70 to 0.84 and 0.79. At 640x14336
+#: the 128x192 tile ran at 0.95 where the plan's 192x128 tile (85% of four
+#: waves, a third of its last row of tiles empty) ran at 0.67; a table that
+#: counts the fill in output elements, not tiles, would take it there, and
+#: scored no better over the 104 products.
+GLUON_WIDE_TILES = ("128x128+64x64 s4 gluon", "192x128+64x64 s3 gluon")
 #: After them, the Triton kernel's tiles that headed these rows before, which
 #: may split ``K`` (the Gluon kernel never does): ``_tma_plan`` reaches them
-#: where neither Gluon tile fills the waves, and takes one where its runs of a
+#: where no Gluon tile fills the waves, and takes one where its runs of a
 #: long ``K`` do, as before (the ``dB`` of a linear layer at a batch of 65536:
 #: 32 tiles of 128x256, ``K`` in four runs of ``LONG_K_RUN``; at 16384, 64
 #: tiles of 128x128 in two).
@@ -100,9 +119,13 @@ TMA_RULES = (
     TmaRule(64, ("64x64x256 w4 s3", "32x64x256 w4 s4 sw"), 1),
     TmaRule(128, ("64x128x64 w4 s8", "64x64x128 w4 s6"), 1),
     TmaRule(256, ("128x256x64 w8 s4 e2", "64x128x64 w4 s8", *WIDE_TILES_FEW), 1),
-    TmaRule(512, (*GLUON_TILES, *SPLIT_TILES, "64x128x64 w4 s8", *WIDE_TILES_FEW), 1),
-    TmaRule(1024, (*GLUON_TILES, *SPLIT_TILES, *WIDE_TILES_MORE), 1),
-    TmaRule(8192, (*GLUON_TILES, *SPLIT_TILES), 1),
+    TmaRule(
+        512,
+        (*GLUON_TILES, *GLUON_WIDE_TILES, *SPLIT_TILES, "64x128x64 w4 s8", *WIDE_TILES_FEW),
+        1,
+    ),
+    TmaRule(1024, (*GLUON_TILES, *GLUON_WIDE_TILES, *SPLIT_TILES, WIDE_TILES_FEW[-1]), 1),
+    TmaRule(8192, (*GLUON_TILES, *GLUON_WIDE_TILES, *SPLIT_TILES), 1),
     TmaRule(None, GLUON_TILES[:1], 1),
 )
 

@@ -960,13 +960,15 @@ class TmaPlan:
 #: wgmma's 64 rows) fetches half a 64-row tile's rows of ``A`` for 32 rows or
 #: fewer. Swapped tiles (`` sw``, :attr:`TmaTile.swap_ab`) of 16, 32 and 64
 #: rows put the rows on wgmma's ``N`` side: a 16- or 32-row tile then runs on
-#: wgmma, and fetches only its own rows of ``A``. The last three hold two
-#: accumulators (:attr:`TmaTile.block_n2`): 192 and 144 columns, widths that
-#: fill the SMs at a few hundred rows where the powers of two leave a wave
-#: part-empty (``gemm_rule.WIDE_TILES_FEW`` and ``WIDE_TILES_MORE``). The
-#: last two run on the warp-specialised Gluon kernel (:attr:`TmaTile.gluon`),
-#: which keeps more stages in flight than the Triton kernel's tiles of their
-#: size and has no barrier between its warpgroups each ``K`` step. A warp-specialised
+#: wgmma, and fetches only its own rows of ``A``. The three after them hold
+#: two accumulators (:attr:`TmaTile.block_n2`): 192 and 144 columns, widths
+#: that fill the SMs at a few hundred rows where the powers of two leave a
+#: wave part-empty. The last six run on the warp-specialised Gluon kernel
+#: (:attr:`TmaTile.gluon`), which keeps more stages in flight than the Triton
+#: kernel's tiles of their size and has no barrier between its warpgroups each
+#: ``K`` step: three of one accumulator (``gemm_rule.GLUON_TILES``) and three of
+#: two, 192, 192 and 144 columns wide (``gemm_rule.GLUON_WIDE_TILES``, and the
+#: 144-column one in ``WIDE_TILES_FEW``). A warp-specialised
 #: 128x128x64 tile with five stages was dropped: in one H200 run (Triton
 #: 3.6, raw output not kept) it left the output unwritten for every layout.
 TMA_TILES = (
@@ -1000,7 +1002,6 @@ TMA_TILES = (
     TmaTile(192, 128, 64, 4, 3, block_n2=64, gluon=True),
     TmaTile(128, 128, 64, 4, 4, block_n2=64, gluon=True),
     TmaTile(128, 128, 64, 4, 5, block_n2=16, gluon=True),
-    TmaTile(128, 64, 64, 4, 6, block_n2=32, gluon=True),
 )
 _TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
 
