@@ -133,7 +133,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as HostTensorDescriptor
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
@@ -691,8 +690,6 @@ def _matmul_ws_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
-    b2_ptr,
-    c2_ptr,
     M,
     N,
     K,
@@ -708,7 +705,6 @@ def _matmul_ws_kernel(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    HOST_DESC: gl.constexpr,
 ):
     """Persistent GEMM, warp-specialised: a loader warp and a consumer warpgroup per 64 rows.
 
@@ -727,19 +723,14 @@ def _matmul_ws_kernel(
     for another group's warps: the Triton kernel's warps all meet at one
     every ``K`` step.
     """
+    dtype: gl.constexpr = a_ptr.dtype.element_ty
     SUB_M: gl.constexpr = 64
     CONSUMERS: gl.constexpr = BLOCK_M // SUB_M
     # A in one box a stage, or one a consumer where BLOCK_M is no power of two.
     A_BOX: gl.constexpr = SUB_M if BLOCK_M % 128 else BLOCK_M
-    if HOST_DESC:  # descriptors built on the host (_ws_host_descriptors)
-        a_desc = a_ptr
-        b_desc = b_ptr
-        c_desc = c_ptr
-    else:
-        a_desc = _ws_descriptor(a_ptr, M, K, stride_a, A_BOX, BLOCK_K, A_COL_MAJOR)
-        b_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
-        c_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N, False)
-    dtype: gl.constexpr = c_desc.dtype
+    a_desc = _ws_descriptor(a_ptr, M, K, stride_a, A_BOX, BLOCK_K, A_COL_MAJOR)
+    b_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
+    c_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N, False)
     shape_a: gl.constexpr = [STAGES * BLOCK_M // A_BOX] + a_desc.block_type.shape
     a_bufs = gl.allocate_shared_memory(dtype, shape_a, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
@@ -761,12 +752,8 @@ def _matmul_ws_kernel(
     d1 = c1
     d2 = c2
     if BLOCK_N2:
-        if HOST_DESC:
-            b2_desc = b2_ptr
-            c2_desc = c2_ptr
-        else:
-            b2_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N2, B_COL_MAJOR)
-            c2_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N2, False)
+        b2_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N2, B_COL_MAJOR)
+        c2_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N2, False)
         shape_b2: gl.constexpr = [STAGES] + b2_desc.block_type.shape
         b2_bufs = gl.allocate_shared_memory(dtype, shape_b2, b2_desc.layout)
         d0 = gl.allocate_shared_memory(dtype, c2_desc.block_type.shape, c2_desc.layout)
@@ -1405,20 +1392,17 @@ def _launch_ws(
     tile: TmaTile,
     layouts: list[tuple[bool, int]],
     num_sms: int,
-    host_desc: bool = False,
 ) -> None:
     """Launch :func:`_matmul_ws_kernel` for a tile of the Gluon kernel (:attr:`TmaTile.gluon`).
 
     ``layouts`` are :func:`_tma_layout`'s for ``a``, ``b`` and ``out``; one
-    program per multiprocessor, as the Triton kernel. ``host_desc``: the
-    descriptors built on the host (:func:`_ws_host_descriptors`), not in the kernel.
+    program per multiprocessor, as the Triton kernel.
     """
     (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
-    operands = (a, b, out, b, out)
-    if host_desc:
-        operands = _ws_host_descriptors(a, b, out, tile, layouts)
     launchable(_matmul_ws_kernel)[(num_sms,)](
-        *operands,
+        a,
+        b,
+        out,
         a.shape[0],
         b.shape[1],
         a.shape[1],
@@ -1428,36 +1412,8 @@ def _launch_ws(
         A_COL_MAJOR=a_col,
         B_COL_MAJOR=b_col,
         NUM_SMS=num_sms,
-        HOST_DESC=host_desc,
         **tile.launch_args(),
     )
-
-
-_GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
-
-
-def _ws_host_descriptor(t, rows, cols, stride, block_rows, block_cols, col_major):
-    """:func:`_ws_descriptor` built on the host: a ``TensorDescriptor`` kernel argument."""
-    block = [block_cols, block_rows] if col_major else [block_rows, block_cols]
-    shape = [cols, rows] if col_major else [rows, cols]
-    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
-    return HostTensorDescriptor(t, shape, [stride, 1], block, layout)
-
-
-def _ws_host_descriptors(a, b, out, tile: TmaTile, layouts) -> tuple:
-    """The descriptors :func:`_matmul_ws_kernel` builds, built on the host: A, B, C, B2, C2."""
-    (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
-    m, k = a.shape
-    n = b.shape[1]
-    a_box = 64 if tile.block_m % 128 else tile.block_m
-    a_desc = _ws_host_descriptor(a, m, k, stride_a, a_box, tile.block_k, a_col)
-    b_desc = _ws_host_descriptor(b, k, n, stride_b, tile.block_k, tile.block_n, b_col)
-    c_desc = _ws_host_descriptor(out, m, n, stride_c, 64, tile.block_n, False)
-    if not tile.block_n2:
-        return a_desc, b_desc, c_desc, b_desc, c_desc
-    b2_desc = _ws_host_descriptor(b, k, n, stride_b, tile.block_k, tile.block_n2, b_col)
-    c2_desc = _ws_host_descriptor(out, m, n, stride_c, 64, tile.block_n2, False)
-    return a_desc, b_desc, c_desc, b2_desc, c2_desc
 
 
 _matmul_ws_kernel.add_pre_run_hook(_set_tma_allocator)
