@@ -380,9 +380,9 @@ def test_tma_kernel_launches_from_a_thread_that_never_called_matmul():
     def launch():
         try:
             mm._matmul_tma_kernel[(4,)](
-                a, b, out, out, out, 256, 128, 192, stride_a, stride_b, stride_c, 1,
+                a, b, out, b, out, out, out, 256, 128, 192, stride_a, stride_b, stride_c, 1,
                 A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=4, WIDEN_OPERANDS=False,
-                PARTIALS=False, **tile.launch_args(),
+                PARTIALS=False, HOST_DESC=False, **tile.launch_args(),
             )  # fmt: skip
             torch.cuda.synchronize()
         except Exception as error:  # reported in the main thread

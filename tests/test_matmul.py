@@ -783,15 +783,19 @@ _AOT_SCRIPT = textwrap.dedent(
         job = {**job, "tile": tile.name, "ws": tile.warp_specialize or tile.gluon,
                "splits": tile.splits, "swap": tile.swap_ab, "gluon": tile.gluon}
         if tile.gluon:  # the Gluon kernel: its stages are a constant of its own
-            constexprs = dict(args, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=132)
-            compile_one(job, mm._matmul_ws_kernel, TMA_INTS[:-1], dtype, {}, constexprs,
+            constexprs = dict(args, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=132,
+                              HOST_DESC=False)
+            compile_one(job, mm._matmul_ws_kernel, TMA_INTS[:-1], dtype,
+                        {"b2_ptr": f"*{dtype}", "c2_ptr": f"*{dtype}"}, constexprs,
                         warps, None, GluonASTSource)
             return
         work = ("*fp32", "*i32") if partials else (f"*{dtype}", f"*{dtype}")
         constexprs = dict(args, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=132,
-                          WIDEN_OPERANDS=False, PARTIALS=partials)
-        compile_one(job, mm._matmul_tma_kernel, TMA_INTS, dtype,
-                    dict(zip(("ws_ptr", "count_ptr"), work)), constexprs, warps, stages)
+                          WIDEN_OPERANDS=False, PARTIALS=partials, HOST_DESC=False)
+        pointers = {"b2_ptr": f"*{dtype}", "c2_ptr": f"*{dtype}",
+                    **dict(zip(("ws_ptr", "count_ptr"), work))}
+        compile_one(job, mm._matmul_tma_kernel, TMA_INTS, dtype, pointers, constexprs, warps,
+                    stages)
 
     for tile in mm.TMA_TILES:
         compile_tma({"job": "tma"}, tile, "fp16", False, False, False)

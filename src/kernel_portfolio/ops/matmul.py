@@ -133,6 +133,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as HostTensorDescriptor
+from triton.tools.tensor_descriptor import TensorDescriptor as TritonTensorDescriptor
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
@@ -342,6 +344,8 @@ def _matmul_tma_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
+    b2_ptr,
+    c2_ptr,
     ws_ptr,
     count_ptr,
     M,
@@ -365,6 +369,7 @@ def _matmul_tma_kernel(
     PARTIALS: tl.constexpr,
     SWAP_AB: tl.constexpr,
     BLOCK_N2: tl.constexpr,
+    HOST_DESC: tl.constexpr,
 ):
     """Persistent GEMM through tensor descriptors (Hopper's copy engine).
 
@@ -401,21 +406,30 @@ def _matmul_tma_kernel(
     Without ``PARTIALS``, ``split_k``, ``ws_ptr`` and ``count_ptr`` are
     unused.
     """
-    a_desc = _operand_descriptor(a_ptr, M, K, stride_a, BLOCK_M, BLOCK_K, A_COL_MAJOR)
-    b_desc = _operand_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
-    c_desc = tl.make_tensor_descriptor(
-        c_ptr,
-        shape=[M, N],
-        strides=[stride_c, 1],
-        block_shape=[BLOCK_M, BLOCK_N // EPILOGUE_SPLIT],
-    )
-    if BLOCK_N2 > 0:
-        b2_desc = _operand_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N2, B_COL_MAJOR)
-        c2_desc = tl.make_tensor_descriptor(
-            c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, BLOCK_N2]
+    if HOST_DESC:  # descriptors built on the host (_tma_host_descriptors)
+        a_desc = a_ptr
+        b_desc = b_ptr
+        c_desc = c_ptr
+    else:
+        a_desc = _operand_descriptor(a_ptr, M, K, stride_a, BLOCK_M, BLOCK_K, A_COL_MAJOR)
+        b_desc = _operand_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
+        c_desc = tl.make_tensor_descriptor(
+            c_ptr,
+            shape=[M, N],
+            strides=[stride_c, 1],
+            block_shape=[BLOCK_M, BLOCK_N // EPILOGUE_SPLIT],
         )
+    if BLOCK_N2 > 0:
+        if HOST_DESC:
+            b2_desc = b2_ptr
+            c2_desc = c2_ptr
+        else:
+            b2_desc = _operand_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N2, B_COL_MAJOR)
+            c2_desc = tl.make_tensor_descriptor(
+                c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, BLOCK_N2]
+            )
     TILE_N: tl.constexpr = BLOCK_N + BLOCK_N2
-    out_ty = c_ptr.dtype.element_ty
+    out_ty = c_desc.dtype
 
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, TILE_N)
@@ -690,6 +704,8 @@ def _matmul_ws_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
+    b2_ptr,
+    c2_ptr,
     M,
     N,
     K,
@@ -705,6 +721,7 @@ def _matmul_ws_kernel(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
+    HOST_DESC: gl.constexpr,
 ):
     """Persistent GEMM, warp-specialised: a loader warp and a consumer warpgroup per 64 rows.
 
@@ -723,14 +740,19 @@ def _matmul_ws_kernel(
     for another group's warps: the Triton kernel's warps all meet at one
     every ``K`` step.
     """
-    dtype: gl.constexpr = a_ptr.dtype.element_ty
     SUB_M: gl.constexpr = 64
     CONSUMERS: gl.constexpr = BLOCK_M // SUB_M
     # A in one box a stage, or one a consumer where BLOCK_M is no power of two.
     A_BOX: gl.constexpr = SUB_M if BLOCK_M % 128 else BLOCK_M
-    a_desc = _ws_descriptor(a_ptr, M, K, stride_a, A_BOX, BLOCK_K, A_COL_MAJOR)
-    b_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
-    c_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N, False)
+    if HOST_DESC:  # descriptors built on the host (_ws_host_descriptors)
+        a_desc = a_ptr
+        b_desc = b_ptr
+        c_desc = c_ptr
+    else:
+        a_desc = _ws_descriptor(a_ptr, M, K, stride_a, A_BOX, BLOCK_K, A_COL_MAJOR)
+        b_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
+        c_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N, False)
+    dtype: gl.constexpr = c_desc.dtype
     shape_a: gl.constexpr = [STAGES * BLOCK_M // A_BOX] + a_desc.block_type.shape
     a_bufs = gl.allocate_shared_memory(dtype, shape_a, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
@@ -752,8 +774,12 @@ def _matmul_ws_kernel(
     d1 = c1
     d2 = c2
     if BLOCK_N2:
-        b2_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N2, B_COL_MAJOR)
-        c2_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N2, False)
+        if HOST_DESC:
+            b2_desc = b2_ptr
+            c2_desc = c2_ptr
+        else:
+            b2_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N2, B_COL_MAJOR)
+            c2_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N2, False)
         shape_b2: gl.constexpr = [STAGES] + b2_desc.block_type.shape
         b2_bufs = gl.allocate_shared_memory(dtype, shape_b2, b2_desc.layout)
         d0 = gl.allocate_shared_memory(dtype, c2_desc.block_type.shape, c2_desc.layout)
@@ -1363,10 +1389,11 @@ def _launch_matmul(
             counts = torch.zeros(n_tiles, dtype=torch.int32, device=out.device)
     # A program that finds no tile exits at once, so the grid is simply one
     # program per multiprocessor: no size-dependent grid, nothing to guard.
+    operands = (a, b, out, b, out)
+    if HOST_DESCRIPTORS:
+        operands = _tma_host_descriptors(a, b, out, tile, layouts)
     launchable(_matmul_tma_kernel)[(num_sms,)](
-        a,
-        b,
-        out,
+        *operands,
         ws,
         counts,
         M,
@@ -1381,6 +1408,7 @@ def _launch_matmul(
         NUM_SMS=num_sms,
         WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
         PARTIALS=partials,
+        HOST_DESC=HOST_DESCRIPTORS,
         **tile.launch_args(),
     )
 
@@ -1399,10 +1427,11 @@ def _launch_ws(
     program per multiprocessor, as the Triton kernel.
     """
     (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
+    operands = (a, b, out, b, out)
+    if HOST_DESCRIPTORS:
+        operands = _ws_host_descriptors(a, b, out, tile, layouts)
     launchable(_matmul_ws_kernel)[(num_sms,)](
-        a,
-        b,
-        out,
+        *operands,
         a.shape[0],
         b.shape[1],
         a.shape[1],
@@ -1412,8 +1441,63 @@ def _launch_ws(
         A_COL_MAJOR=a_col,
         B_COL_MAJOR=b_col,
         NUM_SMS=num_sms,
+        HOST_DESC=HOST_DESCRIPTORS,
         **tile.launch_args(),
     )
+
+
+#: Experiment: both Hopper kernels take their TMA descriptors built on the host
+#: (``TensorDescriptor`` kernel arguments) instead of building them in every
+#: program; ``scripts/ws_descriptor_ab.py`` sets it.
+HOST_DESCRIPTORS = False
+
+_GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+
+
+def _tma_host_descriptors(a, b, out, tile: TmaTile, layouts) -> tuple:
+    """The descriptors :func:`_matmul_tma_kernel` builds, built on the host: A, B, C, B2, C2."""
+    (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
+    m, k = a.shape
+    n = b.shape[1]
+
+    def operand(t, rows, cols, stride, block_rows, block_cols, col_major):
+        if col_major:
+            return TritonTensorDescriptor(t, [cols, rows], [stride, 1], [block_cols, block_rows])
+        return TritonTensorDescriptor(t, [rows, cols], [stride, 1], [block_rows, block_cols])
+
+    a_desc = operand(a, m, k, stride_a, tile.block_m, tile.block_k, a_col)
+    b_desc = operand(b, k, n, stride_b, tile.block_k, tile.block_n, b_col)
+    c_box = [tile.block_m, tile.block_n // tile.epilogue_split]
+    c_desc = TritonTensorDescriptor(out, [m, n], [stride_c, 1], c_box)
+    if not tile.block_n2:
+        return a_desc, b_desc, c_desc, b_desc, c_desc
+    b2_desc = operand(b, k, n, stride_b, tile.block_k, tile.block_n2, b_col)
+    c2_desc = TritonTensorDescriptor(out, [m, n], [stride_c, 1], [tile.block_m, tile.block_n2])
+    return a_desc, b_desc, c_desc, b2_desc, c2_desc
+
+
+def _ws_host_descriptor(t, rows, cols, stride, block_rows, block_cols, col_major):
+    """:func:`_ws_descriptor` built on the host: a ``TensorDescriptor`` kernel argument."""
+    block = [block_cols, block_rows] if col_major else [block_rows, block_cols]
+    shape = [cols, rows] if col_major else [rows, cols]
+    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
+    return HostTensorDescriptor(t, shape, [stride, 1], block, layout)
+
+
+def _ws_host_descriptors(a, b, out, tile: TmaTile, layouts) -> tuple:
+    """The descriptors :func:`_matmul_ws_kernel` builds, built on the host: A, B, C, B2, C2."""
+    (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
+    m, k = a.shape
+    n = b.shape[1]
+    a_box = 64 if tile.block_m % 128 else tile.block_m
+    a_desc = _ws_host_descriptor(a, m, k, stride_a, a_box, tile.block_k, a_col)
+    b_desc = _ws_host_descriptor(b, k, n, stride_b, tile.block_k, tile.block_n, b_col)
+    c_desc = _ws_host_descriptor(out, m, n, stride_c, 64, tile.block_n, False)
+    if not tile.block_n2:
+        return a_desc, b_desc, c_desc, b_desc, c_desc
+    b2_desc = _ws_host_descriptor(b, k, n, stride_b, tile.block_k, tile.block_n2, b_col)
+    c2_desc = _ws_host_descriptor(out, m, n, stride_c, 64, tile.block_n2, False)
+    return a_desc, b_desc, c_desc, b2_desc, c2_desc
 
 
 _matmul_ws_kernel.add_pre_run_hook(_set_tma_allocator)
