@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -100,12 +101,12 @@ def test_forward_matches_float64(dtype, shape, a_t, b_t, device):
     [
         mm.INTERPRETER_TILE,
         mm.TmaTile(32, 64, 32, 4, 1, epilogue_split=2),  # the split epilogue
-        mm.TmaTile(16, 16, 16, 4, 1, warp_specialize=True),  # many tiles per program
+        mm.TmaTile(16, 16, 16, 4, 1),  # many tiles per program
         mm.TmaTile(16, 32, 32, 4, 1, swap_ab=True),  # the transposed tile, transposed back
         # Two accumulators, 48 columns: the second tile's second one lies past N.
         mm.TmaTile(16, 32, 32, 4, 1, block_n2=16),
     ],
-    ids=["32x32x32", "32x64x32-split", "16x16x16-ws", "16x32x32-sw", "16x32+16x32-wide"],
+    ids=["32x32x32", "32x64x32-split", "16x16x16", "16x32x32-sw", "16x32+16x32-wide"],
 )
 def test_tma_kernel(dtype, a_t, b_t, tile, device):
     # 40x72x88 leaves partial tiles in M, N and K: the copy engine's zero
@@ -207,7 +208,6 @@ def test_plan_table_rows_name_tiles_in_order():
     bounds = [rule.max_m for rule in gemm_rule.TMA_RULES]
     assert bounds[-1] is None and bounds[:-1] == sorted(bounds[:-1])
     assert mm.TmaTile(128, 256, 64, 8, 4, epilogue_split=2).name == "128x256x64 w8 s4 e2"
-    assert mm.TmaTile(128, 256, 64, 4, 3, warp_specialize=True).name == "128x256x64 w4 s3 ws"
     assert mm.TmaTile(16, 64, 256, 4, 4, swap_ab=True).name == "16x64x256 w4 s4 sw"
     assert mm.TmaTile(128, 128, 64, 4, 4, block_n2=16).name == "128x128+16x64 w4 s4"
     assert mm.TmaTile(128, 256, 64, 4, 3, gluon=True).name == "128x256x64 s3 gluon"
@@ -362,9 +362,9 @@ def test_split_k_rule(tiles, k, max_split, runs):
 
 
 def test_unsplit_tiles_never_split():
-    """Warp-specialised tiles, tiles of two accumulators and the Gluon kernel's."""
+    """Tiles of two accumulators and the Gluon kernel's."""
     for unsplit in (t for t in mm.TMA_TILES if not t.splits):
-        assert unsplit.warp_specialize or unsplit.block_n2 or unsplit.gluon, unsplit
+        assert unsplit.block_n2 or unsplit.gluon, unsplit
         assert mm._split_k(unsplit, 8, 65536, 132, 8) == 1
 
 
@@ -655,7 +655,8 @@ def test_launcher_refuses_what_the_tma_path_cannot_do(device):
         plan = mm.TmaPlan(mm.INTERPRETER_TILE, 0)
         mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
     unsplit = next(t for t in mm.TMA_TILES if not t.splits)
-    with pytest.raises(ValueError, match=f"plan.split_k must be 1 for the tile {unsplit.name}"):
+    message = re.escape(f"plan.split_k must be 1 for the tile {unsplit.name}, got 2")
+    with pytest.raises(ValueError, match=message):
         plan = mm.TmaPlan(unsplit, 2)
         mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
 
@@ -697,17 +698,19 @@ def test_errors(device):
 
 #: Compiles for sm_90 and prints one JSON line per compile (see
 #: ``run_compile_script``): every Hopper tile (float16, both operands
-#: row-major); every tile with split-K (bfloat16, ``A`` transposed, as for
-#: ``dB``: the warp-specialised ones too, to show why they may not split);
-#: the plan table's tiles with ``B`` transposed (bfloat16, a linear
+#: row-major); every tile that may split ``K``, split (bfloat16, ``A``
+#: transposed, as for ``dB``); the Gluon tiles with ``A`` transposed and with
+#: both transposed; the plan table's tiles with ``B`` transposed (bfloat16, a linear
 #: layer's ``x @ W.T``), the first row's tile split too, and one tile with
 #: both transposed; every pointer config (float16, row-major, sizes multiples
 #: of 16); and one pointer config for float32 at each input precision the
-#: launcher or the tuning sweep uses. Each line carries the registers and
-#: spilled bytes that ``ptxas -v`` reports for sm_90a.
+#: launcher or the tuning sweep uses. The Hopper kernels take the launcher's
+#: own descriptors (``mm._descriptors``) of CPU matrices. Each line carries
+#: the registers and spilled bytes that ``ptxas -v`` reports for sm_90a.
 _AOT_SCRIPT = textwrap.dedent(
     """
     import json, re, subprocess, tempfile
+    import torch
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -715,12 +718,15 @@ _AOT_SCRIPT = textwrap.dedent(
     from kernel_portfolio.arch import count_instructions, ptxas_for
     from kernel_portfolio.ops import gemm_rule
     from kernel_portfolio.ops import matmul as mm
+    from triton.runtime.jit import mangle_type
 
-    TMA_INTS = ["M", "N", "K", "stride_a", "stride_b", "stride_c", "split_k"]
+    TMA_INTS = ["M", "N", "K", "split_k"]
+    DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
     # Row-major operands (unit strides along K, N and N) whose sizes and
     # strides are multiples of 16 bytes: the launcher passes these constants.
     PTR_INTS = mm._POINTER_RUNTIME_ARGS
     PTR = dict(A_UNIT=1, B_UNIT=1, C_UNIT=1, WIDEN_OPERANDS=False)
+    PTRS = {d: {name: f"*{d}" for name in ("a_ptr", "b_ptr", "c_ptr")} for d in ("fp16", "fp32")}
 
     def ptxas_report(ptx):
         with tempfile.TemporaryDirectory() as tmp:
@@ -735,15 +741,14 @@ _AOT_SCRIPT = textwrap.dedent(
         # register defined by another instruction inside the pipeline).
         return registers, int(spills.group(1)), "C7515" in out
 
-    def compile_one(job, kernel, ints, dtype, pointers, constexprs, warps, stages,
-                    source=ASTSource):
-        signature = {name: f"*{dtype}" for name in ("a_ptr", "b_ptr", "c_ptr")}
-        signature.update(pointers)
+    def compile_one(job, kernel, ints, args, constexprs, warps, stages, source=ASTSource):
+        # args: the pointer and descriptor arguments' types.
+        signature = dict(args)
         signature.update({name: "i32" for name in ints})
         signature.update({name: "constexpr" for name in constexprs})
         # Pointers 16-byte aligned, as Triton specialises fresh tensors at launch.
         attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]]
-                 for name in ("a_ptr", "b_ptr", "c_ptr", *pointers)}
+                 for name, kind in args.items() if kind.startswith("*")}
         try:
             compiled = triton.compile(
                 source(kernel, signature, constexprs, attrs),
@@ -763,6 +768,7 @@ _AOT_SCRIPT = textwrap.dedent(
             "config_warps": warps,
             "counts": count_instructions(ptx),
             "cp_async_16": "cp.async.cg.shared.global" in ptx,
+            "tensormap_writes": len(re.findall(r"tensormap\\.replace", ptx)),
             "shared": compiled.metadata.shared,
             "num_warps": compiled.metadata.num_warps,
             "cubin": len(compiled.asm["cubin"]),
@@ -780,27 +786,32 @@ _AOT_SCRIPT = textwrap.dedent(
     def compile_tma(job, tile, dtype, a_col, b_col, partials):
         args = tile.launch_args()
         warps, stages = args.pop("num_warps"), args.pop("num_stages", None)
-        job = {**job, "tile": tile.name, "ws": tile.warp_specialize or tile.gluon,
+        job = {**job, "tile": tile.name, "ws": tile.gluon,
                "splits": tile.splits, "swap": tile.swap_ab, "gluon": tile.gluon}
+        # The launcher's own descriptors (mm._descriptors) of CPU matrices of
+        # the layouts asked for, 256x512 times 512x1024: their types are the signature's.
+        a = torch.empty(512, 256) if a_col else torch.empty(256, 512)
+        b = torch.empty(1024, 512) if b_col else torch.empty(512, 1024)
+        a, b = (a.T if a_col else a), (b.T if b_col else b)
+        a, b, out = (t.to(DTYPES[dtype]) for t in (a, b, torch.empty(256, 1024)))
+        layouts = [mm._tma_layout(t) for t in (a, b, out)]
+        names = ("a_desc", "b_desc", "c_desc", "b2_desc", "c2_desc")
+        descs = dict(zip(names, map(mangle_type, mm._descriptors(a, b, out, tile, layouts))))
         if tile.gluon:  # the Gluon kernel: its stages are a constant of its own
-            constexprs = dict(args, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=132,
-                              HOST_DESC=False)
-            compile_one(job, mm._matmul_ws_kernel, TMA_INTS[:-1], dtype,
-                        {"b2_ptr": f"*{dtype}", "c2_ptr": f"*{dtype}"}, constexprs,
-                        warps, None, GluonASTSource)
+            constexprs = dict(args, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=132)
+            compile_one(job, mm._matmul_ws_kernel, TMA_INTS[:-1], descs, constexprs, warps,
+                        None, GluonASTSource)
             return
         work = ("*fp32", "*i32") if partials else (f"*{dtype}", f"*{dtype}")
         constexprs = dict(args, A_COL_MAJOR=a_col, B_COL_MAJOR=b_col, NUM_SMS=132,
-                          WIDEN_OPERANDS=False, PARTIALS=partials, HOST_DESC=False)
-        pointers = {"b2_ptr": f"*{dtype}", "c2_ptr": f"*{dtype}",
-                    **dict(zip(("ws_ptr", "count_ptr"), work))}
-        compile_one(job, mm._matmul_tma_kernel, TMA_INTS, dtype, pointers, constexprs, warps,
-                    stages)
+                          WIDEN_OPERANDS=False, PARTIALS=partials)
+        pointers = dict(descs, **dict(zip(("ws_ptr", "count_ptr"), work)))
+        compile_one(job, mm._matmul_tma_kernel, TMA_INTS, pointers, constexprs, warps, stages)
 
     for tile in mm.TMA_TILES:
         compile_tma({"job": "tma"}, tile, "fp16", False, False, False)
     for tile in mm.TMA_TILES:
-        if not tile.block_n2 and not tile.gluon:  # these never split (TmaTile.splits)
+        if tile.splits:
             compile_tma({"job": "tma-split-k"}, tile, "bf16", True, False, True)
     for tile in mm.TMA_TILES:
         if tile.gluon:  # the Gluon kernel's own layouts: A and B each in place
@@ -813,13 +824,13 @@ _AOT_SCRIPT = textwrap.dedent(
     compile_tma({"job": "tma-w-t"}, first, "bf16", False, True, True)
     compile_tma({"job": "tma-transposed"}, mm.TMA_TILES[0], "bf16", True, True, False)
     for i, config in enumerate(mm.POINTER_CONFIGS):
-        compile_one({"job": "pointer", "index": i}, mm._matmul_kernel, PTR_INTS, "fp16", {},
+        compile_one({"job": "pointer", "index": i}, mm._matmul_kernel, PTR_INTS, PTRS["fp16"],
                     dict(config.kwargs, INPUT_PRECISION="ieee", VEC=8, **PTR),
                     config.num_warps, config.num_stages)
     config = mm.POINTER_CONFIGS[0]
     for precision in ("ieee", "tf32", "tf32x3"):
-        compile_one({"job": "pointer-fp32-" + precision}, mm._matmul_kernel, PTR_INTS, "fp32",
-                    {}, dict(config.kwargs, INPUT_PRECISION=precision, VEC=4, **PTR),
+        compile_one({"job": "pointer-fp32-" + precision}, mm._matmul_kernel, PTR_INTS,
+                    PTRS["fp32"], dict(config.kwargs, INPUT_PRECISION=precision, VEC=4, **PTR),
                     config.num_warps, config.num_stages)
     """
 )
@@ -857,13 +868,10 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
     unsplit = sum(1 for tile in mm.TMA_TILES if tile.block_n2 or tile.gluon)
     assert len(results["tma"]) == len(results["tma-split-k"]) + unsplit == len(mm.TMA_TILES)
     assert len(results["pointer"]) == len(mm.POINTER_CONFIGS)
-    splits = [r for r in results["tma-split-k"] if r["splits"]]
-    # A split tile counts itself in once and resets its counter once; a
-    # warp-specialised one would count in from each consumer group and never
-    # reset (TmaTile.splits' premise), and the 128x256 one overflows shared memory.
-    for r in results["tma-split-k"]:
-        assert (r["counts_in"], r["resets"]) == ((1, 1) if r["splits"] else (2, 0)), r
-    assert [_fits(r) for r in results["tma-split-k"] if not r["splits"]] == [False, True]
+    splits = results["tma-split-k"]
+    # A split tile counts itself in once and resets its counter once.
+    for r in splits:
+        assert r["splits"] and (r["counts_in"], r["resets"]) == (1, 1), r
     hopper = results["tma"] + splits + results["tma-w-t"] + results["tma-transposed"]
     gluon = [r for r in hopper + results["gluon-transposed"] if r["gluon"]]
     assert {r["tile"] for r in gluon} == {t.name for t in mm.TMA_TILES if t.gluon}
@@ -879,6 +887,8 @@ def test_hopper_path_compiles_for_sm90(tmp_path):
         mma = "wgmma" if r["swap"] or int(r["tile"].split("x")[0]) >= 64 else "mma.sync"
         assert r["counts"][mma] > 0 and r["counts"]["cp.async.bulk.tensor"] > 0, r
         assert r["spills"] == 0, r  # accumulators, and split-K's partial tiles, in registers
+        # Descriptors arrive built (mm._descriptors): no program writes one.
+        assert r["tensormap_writes"] == 0, r
         assert not r["serialized"], r  # each wgmma overlaps the next step's
         # Warp specialisation adds a producer group to consumer groups of 4 warps:
         # two, or the Gluon kernel's one per 64 rows (three for its 192-row tile).

@@ -20,11 +20,9 @@ Three kernels, chosen by the launcher:
   a persistent kernel. One program per streaming multiprocessor walks the
   output tiles ``NUM_SMS`` apart in grouped order (``GROUP_M`` rows of tiles
   at a time, so the rows of ``A`` and columns of ``B`` in flight stay in L2).
-  Tiles move through the tensor-memory accelerator: tensor descriptors are
-  built on the device (``tl.make_tensor_descriptor``; Triton asks
-  ``triton.set_allocator`` for their scratch space, which a pre-run hook of
-  the kernel sets in whichever thread launches it), the copy engine fills
-  zeros past the matrix edges, and the stores are clipped. A transposed
+  Tiles move through the tensor-memory accelerator: the tensor descriptors
+  are built on the host and passed by value (:func:`_descriptors`), the copy
+  engine fills zeros past the matrix edges, and the stores are clipped. A transposed
   operand is described in its own memory layout and its tile transposed in
   shared memory, so ``a.T`` and ``b.T`` views are read in place. Needs every
   matrix to have one unit stride, the other stride a multiple of 16 bytes,
@@ -46,9 +44,10 @@ Three kernels, chosen by the launcher:
   groups, and each stores its rows while the loader fills the next tile's
   stages. Its tiles (:attr:`TmaTile.gluon`) keep more stages in flight than
   the Triton kernel's tiles of their size, and never split ``K``. Where
-  ``torch.compile`` or another tracer reaches it, it runs through a custom
-  op of its own, ``kp::matmul_ws``: Triton's ``wrap_triton`` takes no Gluon
-  kernel.
+  ``torch.compile`` or another tracer reaches either Hopper kernel, it runs
+  through a custom op of its own, ``kp::matmul_tma``: Triton's
+  ``wrap_triton`` takes neither Gluon kernels nor descriptors built on the
+  host.
 * ``_matmul_kernel``: a plain tiled kernel reading through pointers and
   strides (any strides, zero strides included), grouped the same way. It runs
   under the Triton interpreter, on non-Hopper GPUs, for float32, and for
@@ -133,8 +132,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as HostTensorDescriptor
-from triton.tools.tensor_descriptor import TensorDescriptor as TritonTensorDescriptor
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernel_portfolio import plans
 from kernel_portfolio.contracts import (
@@ -290,33 +289,6 @@ def _matmul_kernel(
 
 
 @triton.jit
-def _operand_descriptor(
-    ptr,
-    rows,
-    cols,
-    stride,
-    BLOCK_ROWS: tl.constexpr,
-    BLOCK_COLS: tl.constexpr,
-    COL_MAJOR: tl.constexpr,
-):
-    """A descriptor of a ``rows x cols`` operand for ``BLOCK_ROWS x BLOCK_COLS`` tiles.
-
-    It describes the matrix in its own memory layout: ``COL_MAJOR`` (unit
-    stride along ``rows``) as its ``cols x rows`` transpose; ``stride`` is
-    the other stride.
-    """
-    if COL_MAJOR:
-        desc = tl.make_tensor_descriptor(
-            ptr, shape=[cols, rows], strides=[stride, 1], block_shape=[BLOCK_COLS, BLOCK_ROWS]
-        )
-    else:
-        desc = tl.make_tensor_descriptor(
-            ptr, shape=[rows, cols], strides=[stride, 1], block_shape=[BLOCK_ROWS, BLOCK_COLS]
-        )
-    return desc
-
-
-@triton.jit
 def _load_tile(desc, row, col, COL_MAJOR: tl.constexpr):
     """The operand's tile at ``(row, col)`` from :func:`_operand_descriptor`'s ``desc``.
 
@@ -339,21 +311,18 @@ def _store_tile(c_desc, tile, off_m, off_n, EPILOGUE_SPLIT: tl.constexpr):
         c_desc.store([off_m, off_n], tile)
 
 
-@triton.jit(do_not_specialize=["M", "N", "K", "stride_a", "stride_b", "stride_c", "split_k"])
+@triton.jit(do_not_specialize=["M", "N", "K", "split_k"])
 def _matmul_tma_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    b2_ptr,
-    c2_ptr,
+    a_desc,
+    b_desc,
+    c_desc,
+    b2_desc,
+    c2_desc,
     ws_ptr,
     count_ptr,
     M,
     N,
     K,
-    stride_a,
-    stride_b,
-    stride_c,
     split_k,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -363,25 +332,23 @@ def _matmul_tma_kernel(
     B_COL_MAJOR: tl.constexpr,
     NUM_SMS: tl.constexpr,
     FLATTEN: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
     EPILOGUE_SPLIT: tl.constexpr,
     WIDEN_OPERANDS: tl.constexpr,
     PARTIALS: tl.constexpr,
     SWAP_AB: tl.constexpr,
     BLOCK_N2: tl.constexpr,
-    HOST_DESC: tl.constexpr,
 ):
     """Persistent GEMM through tensor descriptors (Hopper's copy engine).
 
-    ``stride_a``, ``stride_b`` and ``stride_c`` are each matrix's non-unit
-    stride. ``A_COL_MAJOR`` means ``A``'s unit stride is along ``M`` (``A``
-    is a transposed view); ``B_COL_MAJOR`` means ``B``'s unit stride is along
+    ``a_desc`` to ``c2_desc`` are :func:`_descriptors`' five, built on the
+    host; ``M``, ``N`` and ``K`` are the product's sizes. ``A_COL_MAJOR``
+    means ``A``'s unit stride is along ``M`` (``A`` is a transposed view);
+    ``B_COL_MAJOR`` means ``B``'s unit stride is along
     ``K`` (the weight of a linear layer, ``W.T``). ``FLATTEN`` lets the
     compiler fuse the tile loop with the K loop so the next tile's loads start
-    during this tile's epilogue; ``WARP_SPECIALIZE`` splits the warps into
-    producers and consumers instead (the two do not combine on Hopper).
-    ``EPILOGUE_SPLIT`` stores the tile in that many column slices, which
-    needs less shared memory for the epilogue and leaves more for stages.
+    during this tile's epilogue. ``EPILOGUE_SPLIT`` stores the tile in that
+    many column slices, which needs less shared memory for the epilogue and
+    leaves more for stages.
     ``WIDEN_OPERANDS``: see ``_widen_operands``. ``SWAP_AB`` computes the
     transposed tile, ``C^T = B^T A^T``, and transposes the accumulator once
     after the ``K`` loop: a ``BLOCK_M`` under 64 rows then takes the ``N``
@@ -406,28 +373,6 @@ def _matmul_tma_kernel(
     Without ``PARTIALS``, ``split_k``, ``ws_ptr`` and ``count_ptr`` are
     unused.
     """
-    if HOST_DESC:  # descriptors built on the host (_tma_host_descriptors)
-        a_desc = a_ptr
-        b_desc = b_ptr
-        c_desc = c_ptr
-    else:
-        a_desc = _operand_descriptor(a_ptr, M, K, stride_a, BLOCK_M, BLOCK_K, A_COL_MAJOR)
-        b_desc = _operand_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
-        c_desc = tl.make_tensor_descriptor(
-            c_ptr,
-            shape=[M, N],
-            strides=[stride_c, 1],
-            block_shape=[BLOCK_M, BLOCK_N // EPILOGUE_SPLIT],
-        )
-    if BLOCK_N2 > 0:
-        if HOST_DESC:
-            b2_desc = b2_ptr
-            c2_desc = c2_ptr
-        else:
-            b2_desc = _operand_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N2, B_COL_MAJOR)
-            c2_desc = tl.make_tensor_descriptor(
-                c_ptr, shape=[M, N], strides=[stride_c, 1], block_shape=[BLOCK_M, BLOCK_N2]
-            )
     TILE_N: tl.constexpr = BLOCK_N + BLOCK_N2
     out_ty = c_desc.dtype
 
@@ -442,9 +387,7 @@ def _matmul_tma_kernel(
     # pid_m/pid_n between the loads and the store would tie the prologue of
     # the next tile to the epilogue of this one once the loops are fused.
     epilogue_item = tl.program_id(0) - NUM_SMS
-    for item in tl.range(
-        tl.program_id(0), n_items, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE
-    ):
+    for item in tl.range(tl.program_id(0), n_items, NUM_SMS, flatten=FLATTEN):
         tile = item
         k_first = 0
         k_end = k_tiles
@@ -513,27 +456,6 @@ def _matmul_tma_kernel(
 # The warp-specialised Hopper kernel, in Gluon (Triton's explicit layer): one
 # warp copies tiles into a ring of stages, two or three consumer warpgroups run
 # the wgmma and hand each stage back on an mbarrier. See _matmul_ws_kernel.
-
-
-@gluon.jit
-def _ws_descriptor(
-    ptr,
-    rows,
-    cols,
-    stride,
-    BLOCK_ROWS: gl.constexpr,
-    BLOCK_COLS: gl.constexpr,
-    COL_MAJOR: gl.constexpr,
-):
-    """:func:`_operand_descriptor` for the Gluon kernel: the operand in its own memory layout."""
-    if COL_MAJOR:
-        block: gl.constexpr = [BLOCK_COLS, BLOCK_ROWS]
-        shape = [cols, rows]
-    else:
-        block: gl.constexpr = [BLOCK_ROWS, BLOCK_COLS]
-        shape = [rows, cols]
-    layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for(block, ptr.dtype.element_ty)
-    return tma.make_tensor_descriptor(ptr, shape, [stride, 1], block, layout)
 
 
 @gluon.jit
@@ -699,19 +621,16 @@ def _ws_consumer(
     tma.store_wait(0)
 
 
-@gluon.jit(do_not_specialize=["M", "N", "K", "stride_a", "stride_b", "stride_c"])
+@gluon.jit(do_not_specialize=["M", "N", "K"])
 def _matmul_ws_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    b2_ptr,
-    c2_ptr,
+    a_desc,
+    b_desc,
+    c_desc,
+    b2_desc,
+    c2_desc,
     M,
     N,
     K,
-    stride_a,
-    stride_b,
-    stride_c,
     BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
     BLOCK_N2: gl.constexpr,
@@ -721,12 +640,12 @@ def _matmul_ws_kernel(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    HOST_DESC: gl.constexpr,
 ):
     """Persistent GEMM, warp-specialised: a loader warp and a consumer warpgroup per 64 rows.
 
     The programs walk the output tiles as :func:`_matmul_tma_kernel` does,
-    with its arguments (less split-K and tiles of two accumulators), and
+    with its arguments (less split-K, swapped tiles and the epilogue's
+    options: the launcher's :func:`_descriptors` gives it its own boxes), and
     ``num_warps=4``: the default partition is the first consumer warpgroup,
     and the loader warp and the other consumer warpgroups (one for a
     128-row tile, two for a 192-row tile) are worker partitions beside it (a
@@ -744,14 +663,6 @@ def _matmul_ws_kernel(
     CONSUMERS: gl.constexpr = BLOCK_M // SUB_M
     # A in one box a stage, or one a consumer where BLOCK_M is no power of two.
     A_BOX: gl.constexpr = SUB_M if BLOCK_M % 128 else BLOCK_M
-    if HOST_DESC:  # descriptors built on the host (_ws_host_descriptors)
-        a_desc = a_ptr
-        b_desc = b_ptr
-        c_desc = c_ptr
-    else:
-        a_desc = _ws_descriptor(a_ptr, M, K, stride_a, A_BOX, BLOCK_K, A_COL_MAJOR)
-        b_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N, B_COL_MAJOR)
-        c_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N, False)
     dtype: gl.constexpr = c_desc.dtype
     shape_a: gl.constexpr = [STAGES * BLOCK_M // A_BOX] + a_desc.block_type.shape
     a_bufs = gl.allocate_shared_memory(dtype, shape_a, a_desc.layout)
@@ -767,19 +678,11 @@ def _matmul_ws_kernel(
     if CONSUMERS == 3:
         c2 = gl.allocate_shared_memory(dtype, c_desc.block_type.shape, c_desc.layout)
     # The second block of columns (BLOCK_N2), or stand-ins that are never used.
-    b2_desc = b_desc
-    c2_desc = c_desc
     b2_bufs = b_bufs
     d0 = c0
     d1 = c1
     d2 = c2
     if BLOCK_N2:
-        if HOST_DESC:
-            b2_desc = b2_ptr
-            c2_desc = c2_ptr
-        else:
-            b2_desc = _ws_descriptor(b_ptr, K, N, stride_b, BLOCK_K, BLOCK_N2, B_COL_MAJOR)
-            c2_desc = _ws_descriptor(c_ptr, M, N, stride_c, SUB_M, BLOCK_N2, False)
         shape_b2: gl.constexpr = [STAGES] + b2_desc.block_type.shape
         b2_bufs = gl.allocate_shared_memory(dtype, shape_b2, b2_desc.layout)
         d0 = gl.allocate_shared_memory(dtype, c2_desc.block_type.shape, c2_desc.layout)
@@ -867,12 +770,8 @@ class TmaTile:
         block_m: Rows of the output tile.
         block_n: Columns of the output tile.
         block_k: The ``K`` step.
-        warps: ``num_warps``. A warp-specialised tile takes 4: Triton 3.6 then
-            runs two 4-warp consumer groups (each half of ``block_m``) beside
-            a producer group, 12 warps in all; with 8 it leaves the loop
-            unspecialised.
+        warps: ``num_warps``.
         stages: ``num_stages``, the operand tiles in flight.
-        warp_specialize: Producer and consumer warps instead of the fused loop.
         epilogue_split: Column slices the output tile is stored in (1 or 2).
         swap_ab: Compute the transposed tile (the kernel's ``SWAP_AB``): for
             ``block_m`` under 64, whose rows wgmma cannot take as its ``M``.
@@ -892,7 +791,6 @@ class TmaTile:
     block_k: int
     warps: int
     stages: int
-    warp_specialize: bool = False
     epilogue_split: int = 1
     swap_ab: bool = False
     block_n2: int = 0
@@ -905,23 +803,17 @@ class TmaTile:
 
     @property
     def splits(self) -> bool:
-        """Whether the tile may split ``K`` (:func:`_split_k`): one accumulator, no warp roles.
+        """Whether the tile may split ``K`` (:func:`_split_k`): a Triton tile of one accumulator.
 
         The partial tiles of split-K are one ``block_m x block_n`` block each,
-        so a tile of two accumulators (``block_n2``) never splits.
-
-        Triton 3.6 runs the epilogue of a warp-specialised loop in each of its
-        two consumer groups, so each group counts itself in on the tile's
-        counter, and the compiled split epilogue keeps no reset of the counter
-        (two atomic adds and no exchange in the PTX: the ahead-of-time compile
-        in ``tests/test_matmul.py``); the 128x256 tile's would also need
-        279000 bytes of shared memory beside its stages, over the H200's 227 KiB.
+        so a tile of two accumulators (``block_n2``) never splits; nor does
+        the Gluon kernel, which has no split epilogue.
         """
-        return not self.warp_specialize and not self.block_n2 and not self.gluon
+        return not self.block_n2 and not self.gluon
 
     @property
     def name(self) -> str:
-        """The sweep's label: ``128x256x64 w8 s3``, ``128x128+16x64 w4 s4``, `` ws`` where set.
+        """The sweep's label: ``128x256x64 w8 s3``, ``128x128+16x64 w4 s4``, `` sw`` where swapped.
 
         A tile of the Gluon kernel: ``128x128x64 s6 gluon``.
         """
@@ -929,12 +821,7 @@ class TmaTile:
         if self.gluon:
             return f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
         name = f"{self.block_m}x{cols}x{self.block_k} w{self.warps} s{self.stages}"
-        return (
-            name
-            + " ws" * self.warp_specialize
-            + f" e{self.epilogue_split}" * (self.epilogue_split > 1)
-            + " sw" * self.swap_ab
-        )
+        return name + f" e{self.epilogue_split}" * (self.epilogue_split > 1) + " sw" * self.swap_ab
 
     def launch_args(self) -> dict:
         """The kernel's tile constants and launch options (its kernel: :attr:`gluon`)."""
@@ -955,8 +842,7 @@ class TmaTile:
             "GROUP_M": 8,
             # Fused, a tile of two accumulators resets the second with a select
             # inside the K loop, and ptxas then serialises every wgmma (C7515).
-            "FLATTEN": not self.warp_specialize and not self.block_n2,
-            "WARP_SPECIALIZE": self.warp_specialize,
+            "FLATTEN": not self.block_n2,
             "EPILOGUE_SPLIT": self.epilogue_split,
             "SWAP_AB": self.swap_ab,
             "BLOCK_N2": self.block_n2,
@@ -994,17 +880,18 @@ class TmaPlan:
 #: kernel's tiles of their size and has no barrier between its warpgroups each
 #: ``K`` step: three of one accumulator (``gemm_rule.GLUON_TILES``) and three of
 #: two, 192, 192 and 144 columns wide (``gemm_rule.GLUON_WIDE_TILES``, and the
-#: 144-column one in ``WIDE_TILES_FEW``). A warp-specialised
-#: 128x128x64 tile with five stages was dropped: in one H200 run (Triton
-#: 3.6, raw output not kept) it left the output unwritten for every layout.
+#: 144-column one in ``WIDE_TILES_FEW``). The Triton kernel's own
+#: warp-specialised tiles (``tl.range(warp_specialize=True)``) left the
+#: catalogue when the descriptors moved to the host: Triton 3.6's
+#: warp-specialisation pass rejects their store through a descriptor argument,
+#: and no plan took them (they ran slower than the plan or level with it in
+#: ``results/h100-80gb-hbm3/checks/wide-ws-ab-20261206T1040Z.log``).
 TMA_TILES = (
     TmaTile(128, 256, 64, 8, 3),
     TmaTile(128, 256, 64, 8, 4, epilogue_split=2),
-    TmaTile(128, 256, 64, 4, 3, warp_specialize=True),
     TmaTile(256, 128, 64, 8, 3),
     TmaTile(128, 128, 64, 8, 4),
     TmaTile(128, 128, 64, 4, 4),
-    TmaTile(128, 128, 64, 4, 4, warp_specialize=True),
     TmaTile(128, 128, 128, 8, 3),
     TmaTile(128, 64, 128, 4, 4),
     TmaTile(64, 256, 64, 4, 4),
@@ -1171,26 +1058,6 @@ INTERPRETER_POINTER_CONFIG = _pointer_config(32, 32, 32, 4, 1)
 INTERPRETER_TILE = TmaTile(32, 32, 32, 4, 1)
 
 
-def _tma_scratch(size: int, alignment: int, stream) -> torch.Tensor:
-    """Scratch memory for the device-side tensor descriptors (``triton.set_allocator``)."""
-    return torch.empty(size, device="cuda", dtype=torch.int8)
-
-
-def _set_tma_allocator(*args, **kwargs) -> None:
-    """Give the thread that launches the Hopper kernel the allocator its descriptors need.
-
-    ``triton.set_allocator`` holds one allocator per thread (a context
-    variable), and a launch is not always in the thread that called
-    :func:`matmul`: autograd runs a backward traced by ``torch.compile`` or
-    AOTAutograd in a thread of its own, where the launch would find no
-    allocator. As a pre-run hook of the kernel this runs before every launch,
-    in the launching thread, whichever route reached it.
-    """
-    triton.set_allocator(_tma_scratch)
-
-
-_matmul_tma_kernel.add_pre_run_hook(_set_tma_allocator)
-
 _matmul_tuned = triton.autotune(
     configs=POINTER_CONFIGS,
     key=["M_BUCKET", "N", "K_BUCKET", "INPUT_PRECISION", "A_UNIT", "B_UNIT", "C_UNIT", "VEC"],
@@ -1353,7 +1220,6 @@ def _launch_matmul(
             "path='tma' needs a unit stride, a leading stride that is a multiple of 16 bytes "
             "and a 16-byte aligned start for a, b and a row-major out"
         )
-    (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
     # Under device_guard the current device is a's.
     num_sms = _INTERPRETER_SMS if interpreter else _sm_count(torch.cuda.current_device())
     if plan is None:
@@ -1368,155 +1234,136 @@ def _launch_matmul(
         raise ValueError(f"plan.split_k must be at least 1, got {plan.split_k}")
     if plan.split_k > 1 and not tile.splits:
         raise ValueError(f"plan.split_k must be 1 for the tile {tile.name}, got {plan.split_k}")
+    if tile.gluon and interpreter:
+        raise ValueError(
+            f"the tile {tile.name} runs on a Hopper GPU: the interpreter runs no Gluon"
+        )
+    if eager_route():
+        _launch_tma(a, b, out, plan, layouts, num_sms)
+    else:  # traced: Triton's wrapper takes neither Gluon kernels nor host descriptors
+        torch.ops.kp.matmul_tma(a, b, out, tile.name, plan.split_k)
+
+
+def _launch_tma(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    plan: TmaPlan,
+    layouts: list[tuple[bool, int]],
+    num_sms: int,
+) -> None:
+    """Launch the Hopper kernel of ``plan``'s tile: one program per multiprocessor.
+
+    ``layouts`` are :func:`_tma_layout`'s for ``a``, ``b`` and ``out``. A
+    program that finds no tile exits at once, so the grid is simply one
+    program per multiprocessor: no size-dependent grid, nothing to guard.
+    """
+    tile = plan.tile
+    (M, K), N = a.shape, b.shape[1]
+    descriptors = _descriptors(a, b, out, tile, layouts)
+    layout_args = {"A_COL_MAJOR": layouts[0][0], "B_COL_MAJOR": layouts[1][0], "NUM_SMS": num_sms}
     if tile.gluon:
-        if interpreter:
-            raise ValueError(
-                f"the tile {tile.name} runs on a Hopper GPU: the interpreter runs no Gluon"
-            )
-        if eager_route():
-            _launch_ws(a, b, out, tile, layouts, num_sms)
-        else:  # traced: Triton's wrapper takes no Gluon kernel, so an op of its own runs it
-            torch.ops.kp.matmul_ws(a, b, out, tile.name)
+        launchable(_matmul_ws_kernel)[(num_sms,)](
+            *descriptors, M, N, K, **layout_args, **tile.launch_args()
+        )
         return
     partials = plan.split_k > 1
     ws = counts = out  # unused unless K is split
     if partials:
         n_tiles = plans.cdiv(M, tile.block_m) * plans.cdiv(N, tile.block_n)
         ws = scratch((n_tiles, plan.split_k, tile.block_m, tile.block_n), torch.float32, out.device)
-        if eager_route():
-            counts = stream_buffer("matmul split-k counters", n_tiles, torch.int32, out.device)
-        else:  # a traced launch, which cannot carry state between calls
-            counts = torch.zeros(n_tiles, dtype=torch.int32, device=out.device)
-    # A program that finds no tile exits at once, so the grid is simply one
-    # program per multiprocessor: no size-dependent grid, nothing to guard.
-    operands = (a, b, out, b, out)
-    if HOST_DESCRIPTORS:
-        operands = _tma_host_descriptors(a, b, out, tile, layouts)
+        counts = stream_buffer("matmul split-k counters", n_tiles, torch.int32, out.device)
     launchable(_matmul_tma_kernel)[(num_sms,)](
-        *operands,
+        *descriptors,
         ws,
         counts,
         M,
         N,
         K,
-        stride_a,
-        stride_b,
-        stride_c,
         plan.split_k,
-        A_COL_MAJOR=a_col,
-        B_COL_MAJOR=b_col,
-        NUM_SMS=num_sms,
-        WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter),
+        WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter_enabled()),
         PARTIALS=partials,
-        HOST_DESC=HOST_DESCRIPTORS,
+        **layout_args,
         **tile.launch_args(),
     )
 
 
-def _launch_ws(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    out: torch.Tensor,
-    tile: TmaTile,
-    layouts: list[tuple[bool, int]],
-    num_sms: int,
-) -> None:
-    """Launch :func:`_matmul_ws_kernel` for a tile of the Gluon kernel (:attr:`TmaTile.gluon`).
+#: Rows of a consumer warpgroup of :func:`_matmul_ws_kernel` (a wgmma takes 64 rows a
+#: warpgroup): its output boxes, and its boxes of ``A`` where a tile's rows are no power of two.
+_WS_SUB_M = 64
 
-    ``layouts`` are :func:`_tma_layout`'s for ``a``, ``b`` and ``out``; one
-    program per multiprocessor, as the Triton kernel.
+_GLUON_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+
+
+@functools.cache
+def _shared_layout(box: tuple[int, int], dtype: torch.dtype) -> gl.NVMMASharedLayout:
+    """The Gluon kernel's shared-memory layout of a ``box`` of ``dtype`` (swizzled for wgmma)."""
+    return gl.NVMMASharedLayout.get_default_for(list(box), _GLUON_DTYPES[dtype])
+
+
+def _descriptor(
+    t: torch.Tensor, stride: int, box: tuple[int, int], col_major: bool, gluon: bool
+) -> TensorDescriptor | GluonTensorDescriptor:
+    """A TMA descriptor of the matrix ``t`` for ``box``-sized blocks of it (rows, columns).
+
+    It describes ``t`` in its own memory layout: a ``col_major`` matrix (unit
+    stride along its rows, a transposed view) as its transpose, whose blocks
+    the kernels transpose in shared memory; ``stride`` is the other stride.
+    The Gluon kernel's descriptors also carry their shared-memory layout.
+    """
+    shape, box = list(t.shape), list(box)
+    if col_major:
+        shape, box = shape[::-1], box[::-1]
+    if not gluon:
+        return TensorDescriptor(t, shape, [stride, 1], box)
+    return GluonTensorDescriptor(t, shape, [stride, 1], box, _shared_layout(tuple(box), t.dtype))
+
+
+def _descriptors(a, b, out, tile: TmaTile, layouts) -> tuple:
+    """The five descriptors the Hopper kernels take: ``A``, ``B``, ``C``, ``B2`` and ``C2``.
+
+    Built on the host and passed by value, as cuBLAS passes its own: built in
+    the kernel, every program wrote them into global memory and fenced them
+    before its first copy, a cost of each launch that weighed most on the
+    shortest products (``checks/ws-descriptor-ab-20261206T1711Z.log``). ``B2``
+    and ``C2`` describe a second accumulator's columns (``BLOCK_N2``); a tile
+    without one passes ``B`` and ``C`` again, unused.
     """
     (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
-    operands = (a, b, out, b, out)
-    if HOST_DESCRIPTORS:
-        operands = _ws_host_descriptors(a, b, out, tile, layouts)
-    launchable(_matmul_ws_kernel)[(num_sms,)](
-        *operands,
-        a.shape[0],
-        b.shape[1],
-        a.shape[1],
-        stride_a,
-        stride_b,
-        stride_c,
-        A_COL_MAJOR=a_col,
-        B_COL_MAJOR=b_col,
-        NUM_SMS=num_sms,
-        HOST_DESC=HOST_DESCRIPTORS,
-        **tile.launch_args(),
-    )
-
-
-#: Experiment: both Hopper kernels take their TMA descriptors built on the host
-#: (``TensorDescriptor`` kernel arguments) instead of building them in every
-#: program; ``scripts/ws_descriptor_ab.py`` sets it.
-HOST_DESCRIPTORS = False
-
-_GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
-
-
-def _tma_host_descriptors(a, b, out, tile: TmaTile, layouts) -> tuple:
-    """The descriptors :func:`_matmul_tma_kernel` builds, built on the host: A, B, C, B2, C2."""
-    (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
-    m, k = a.shape
-    n = b.shape[1]
-
-    def operand(t, rows, cols, stride, block_rows, block_cols, col_major):
-        if col_major:
-            return TritonTensorDescriptor(t, [cols, rows], [stride, 1], [block_cols, block_rows])
-        return TritonTensorDescriptor(t, [rows, cols], [stride, 1], [block_rows, block_cols])
-
-    a_desc = operand(a, m, k, stride_a, tile.block_m, tile.block_k, a_col)
-    b_desc = operand(b, k, n, stride_b, tile.block_k, tile.block_n, b_col)
-    c_box = [tile.block_m, tile.block_n // tile.epilogue_split]
-    c_desc = TritonTensorDescriptor(out, [m, n], [stride_c, 1], c_box)
+    gluon = tile.gluon
+    a_rows = tile.block_m
+    c_rows = tile.block_m
+    if gluon:  # boxes of a consumer's rows, and A in one box a stage where it can
+        a_rows = _WS_SUB_M if tile.block_m % 128 else tile.block_m
+        c_rows = _WS_SUB_M
+    a_desc = _descriptor(a, stride_a, (a_rows, tile.block_k), a_col, gluon)
+    b_desc = _descriptor(b, stride_b, (tile.block_k, tile.block_n), b_col, gluon)
+    c_box = (c_rows, tile.block_n // tile.epilogue_split)
+    c_desc = _descriptor(out, stride_c, c_box, False, gluon)
     if not tile.block_n2:
         return a_desc, b_desc, c_desc, b_desc, c_desc
-    b2_desc = operand(b, k, n, stride_b, tile.block_k, tile.block_n2, b_col)
-    c2_desc = TritonTensorDescriptor(out, [m, n], [stride_c, 1], [tile.block_m, tile.block_n2])
+    b2_desc = _descriptor(b, stride_b, (tile.block_k, tile.block_n2), b_col, gluon)
+    c2_desc = _descriptor(out, stride_c, (c_rows, tile.block_n2), False, gluon)
     return a_desc, b_desc, c_desc, b2_desc, c2_desc
 
 
-def _ws_host_descriptor(t, rows, cols, stride, block_rows, block_cols, col_major):
-    """:func:`_ws_descriptor` built on the host: a ``TensorDescriptor`` kernel argument."""
-    block = [block_cols, block_rows] if col_major else [block_rows, block_cols]
-    shape = [cols, rows] if col_major else [rows, cols]
-    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
-    return HostTensorDescriptor(t, shape, [stride, 1], block, layout)
+@torch.library.custom_op("kp::matmul_tma", mutates_args=("out",))
+def _matmul_tma_op(
+    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, tile: str, split_k: int
+) -> None:
+    """Write ``a @ b`` into ``out`` with a Hopper kernel's ``tile`` (a :attr:`TmaTile.name`).
 
-
-def _ws_host_descriptors(a, b, out, tile: TmaTile, layouts) -> tuple:
-    """The descriptors :func:`_matmul_ws_kernel` builds, built on the host: A, B, C, B2, C2."""
-    (a_col, stride_a), (b_col, stride_b), (_, stride_c) = layouts
-    m, k = a.shape
-    n = b.shape[1]
-    a_box = 64 if tile.block_m % 128 else tile.block_m
-    a_desc = _ws_host_descriptor(a, m, k, stride_a, a_box, tile.block_k, a_col)
-    b_desc = _ws_host_descriptor(b, k, n, stride_b, tile.block_k, tile.block_n, b_col)
-    c_desc = _ws_host_descriptor(out, m, n, stride_c, 64, tile.block_n, False)
-    if not tile.block_n2:
-        return a_desc, b_desc, c_desc, b_desc, c_desc
-    b2_desc = _ws_host_descriptor(b, k, n, stride_b, tile.block_k, tile.block_n2, b_col)
-    c2_desc = _ws_host_descriptor(out, m, n, stride_c, 64, tile.block_n2, False)
-    return a_desc, b_desc, c_desc, b2_desc, c2_desc
-
-
-_matmul_ws_kernel.add_pre_run_hook(_set_tma_allocator)
-
-
-@torch.library.custom_op("kp::matmul_ws", mutates_args=("out",))
-def _matmul_ws_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, tile: str) -> None:
-    """Write ``a @ b`` into ``out`` with the Gluon kernel's ``tile`` (a :attr:`TmaTile.name`).
-
-    The launcher's route for such a tile where it is traced (``kp::matmul``
-    under ``torch.compile``, dispatch modes, ``torch.func``): Triton's
-    ``wrap_triton`` takes only Triton kernels, so the traced graph calls this
-    op, which launches the same kernel with the same arguments as the eager
-    routes. Its fake implementation writes nothing (``out`` is mutated).
+    The launcher's route for the Hopper path where it is traced
+    (``kp::matmul`` under ``torch.compile``, dispatch modes, ``torch.func``):
+    Triton's ``wrap_triton`` takes neither Gluon kernels nor descriptors built
+    on the host, so the traced graph calls this op, which launches the same
+    kernel with the same arguments as the eager routes. Its fake
+    implementation writes nothing (``out`` is mutated).
     """
     with device_guard(a):
         layouts = [_tma_layout(t) for t in (a, b, out)]
         num_sms = _sm_count(torch.cuda.current_device())
-        _launch_ws(a, b, out, _TILES_BY_NAME[tile], layouts, num_sms)
+        _launch_tma(a, b, out, TmaPlan(_TILES_BY_NAME[tile], split_k), layouts, num_sms)
 
 
 # ---------------------------------------------------------------------------
