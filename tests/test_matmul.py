@@ -119,6 +119,29 @@ def test_tma_kernel(dtype, a_t, b_t, tile, device):
     assert torch.isnan(guard).all(), "wrote past the end of the output"
 
 
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize(("a_t", "b_t"), LAYOUTS)
+def test_tma_kernel_column_split(dtype, a_t, b_t, device):
+    """A plan of two parts writes each column once: 32 columns, then 40 on a split ``K``.
+
+    The second part's views of ``B`` and the output start 32 columns in (64
+    bytes: a row-major ``B``'s rows, a transposed one's 32 rows of ``K``), and
+    its last tile of 16 columns lies partly past ``N``.
+    """
+    m, n, k = 40, 72, 136
+    a, b = _operands(m, n, k, dtype, device, a_t=a_t, b_t=b_t)
+    out, guard = _guarded_output(m, n, dtype, device)
+    rest = mm.TmaPlan(mm.TmaTile(16, 16, 32, 4, 1), 2)
+    plan = mm.TmaPlan(mm.INTERPRETER_TILE, 1, 32, rest)
+    assert [(p.tile, p.split_k, c, w) for p, c, w in plan.parts(n)] == [
+        (mm.INTERPRETER_TILE, 1, 0, 32),
+        (rest.tile, 2, 32, 40),
+    ]
+    mm._launch_matmul(a, b, out, allow_tf32=False, path="tma", plan=plan)
+    assert_matches(out, reference.matmul(a, b), dtype, tol=_tol(dtype, k))
+    assert torch.isnan(guard).all(), "wrote past the end of the output"
+
+
 def _split_counters(device) -> torch.Tensor:
     """The split-K tile counters the eager route keeps (0 between launches)."""
     return stream_buffer("matmul split-k counters", 1, torch.int32, torch.device(device))
@@ -328,7 +351,9 @@ def _fill(items: int, sms: int = 132) -> float:
     ],
 )
 def test_plan_choices(shape, tile, splits):
-    assert mm._tma_plan(*shape, 132) == mm.TmaPlan(mm._TILES_BY_NAME[tile], splits)
+    """The tile and split of the plan's first part (:func:`matmul._column_split` may add one)."""
+    head = mm._tma_plan(*shape, 132).parts(shape[1])[0][0]
+    assert head == mm.TmaPlan(mm._TILES_BY_NAME[tile], splits)
 
 
 @pytest.mark.parametrize(

@@ -139,6 +139,12 @@ TMA_RULES = (
 #: the measured cells).
 WAVE_FILL = 0.8
 
+#: Least share of the SMs' time the chosen tile's waves must keep busy for
+#: ``_column_split`` to leave the plan whole: below it, a product of several
+#: waves runs its tile over the columns of its full waves and the remaining
+#: columns as a second product with a plan of its own.
+COLUMN_SPLIT_FILL = 0.9
+
 #: Split-K (``_split_k``): the shortest run of ``K`` worth splitting off. From
 #: ``scripts/gemm_tune.py`` (the sweep above: the summary's fitted constants;
 #: the sweep times every tile at every count up to its ``MAX_SPLIT`` that

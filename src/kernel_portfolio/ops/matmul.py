@@ -290,7 +290,7 @@ def _matmul_kernel(
 
 @triton.jit
 def _load_tile(desc, row, col, COL_MAJOR: tl.constexpr):
-    """The operand's tile at ``(row, col)`` from :func:`_operand_descriptor`'s ``desc``.
+    """The operand's tile at ``(row, col)`` from its descriptor ``desc`` (:func:`_descriptors`).
 
     A column-major operand's tile arrives in its memory layout and is
     transposed in shared memory, where wgmma reads either order.
@@ -853,10 +853,24 @@ class TmaTile:
 
 @dataclasses.dataclass(frozen=True)
 class TmaPlan:
-    """What one product launches on the Hopper path: a tile and the runs ``K`` is split into."""
+    """What one product launches on the Hopper path: a tile and the runs ``K`` is split into.
+
+    With ``rest``, the tile covers only the first ``cols`` columns of the
+    output, the columns of its full waves, and ``rest`` (a plan of its own,
+    unsplit in columns) the others, in a second launch (:func:`_column_split`).
+    """
 
     tile: TmaTile
     split_k: int = 1
+    cols: int = 0
+    rest: TmaPlan | None = None
+
+    def parts(self, N) -> list[tuple[TmaPlan, int, int]]:
+        """Each launch over ``N`` columns: its plan (one tile), first column and width."""
+        if self.rest is None:
+            return [(self, 0, N)]
+        head = TmaPlan(self.tile, self.split_k)
+        return [(head, 0, self.cols), (self.rest, self.cols, N - self.cols)]
 
 
 #: Every tile the Hopper path may take: what ``scripts/gemm_tune.py`` times,
@@ -996,15 +1010,17 @@ def _split_k(tile: TmaTile, tiles, K, num_sms: int, max_split: int) -> int:
     return best
 
 
-def _tma_plan(M, N, K, num_sms: int) -> TmaPlan:
+def _tma_plan(M, N, K, num_sms: int, split_columns: bool = True) -> TmaPlan:
     """The Hopper path's tile and split-K count for an ``M x N x K`` product.
 
     The row of ``gemm_rule.TMA_RULES`` for ``M``'s bucket names the tiles;
     each gets its split-K count (:func:`_split_k`, at most the row's
     ``max_split``), and the first whose work items keep at least
     ``gemm_rule.WAVE_FILL`` of the SMs' time busy is taken, else the one that
-    keeps the most (the first on a tie). Integer arithmetic only, so that
-    symbolic sizes under ``torch.compile`` become guards on ranges.
+    keeps the most (the first on a tie); then, with ``split_columns``, the
+    columns of a part-empty last wave may go to a second launch
+    (:func:`_column_split`). Integer arithmetic only, so that symbolic sizes
+    under ``torch.compile`` become guards on ranges.
     """
     bucket = _bucket(M)
     rule = next(r for r in gemm_rule.TMA_RULES if r.max_m is None or bucket <= r.max_m)
@@ -1015,10 +1031,45 @@ def _tma_plan(M, N, K, num_sms: int) -> TmaPlan:
         split = _split_k(tile, tiles, K, num_sms, rule.max_split)
         items = tiles * split
         if _fills(items, num_sms, gemm_rule.WAVE_FILL):
-            return TmaPlan(tile, split)
+            best = (TmaPlan(tile, split), items)
+            break
         if best is None or _fills_better(items, num_sms, best[1]):
             best = (TmaPlan(tile, split), items)
-    return best[0]
+    return _column_split(best[0], M, N, K, num_sms) if split_columns else best[0]
+
+
+def _column_split(plan: TmaPlan, M, N, K, num_sms: int) -> TmaPlan:
+    """``plan``, or its tile over its full waves' columns and a plan of their own for the rest.
+
+    A product of several waves of output tiles whose last wave leaves more
+    than ``1 - gemm_rule.COLUMN_SPLIT_FILL`` of the SMs' time idle (a 1024 x
+    14336 output: 448 tiles of 128x256 for 132 SMs, four waves 85% busy)
+    keeps its tile over as many whole columns of tiles as its full waves hold
+    (49 columns of 8 tiles: three waves, 99% busy), and the remaining columns
+    (1792) are a narrower product with its own plan (112 tiles of 128x128:
+    one wave of tiles half the size), launched after it. Columns, not rows:
+    each launch reads only its own columns of ``B``, the large operand of a
+    product of few rows, and all of ``A``, which the second launch finds in
+    the L2. Only where the second product's waves take less time than the
+    last wave they replace, counted in output elements a program computes
+    (its tile over its runs of ``K``); not for a split ``K``.
+    """
+    tile = plan.tile
+    rows = plans.cdiv(M, tile.block_m)
+    items = rows * plans.cdiv(N, tile.tile_n)
+    if plan.split_k > 1 or items <= num_sms or _fills(items, num_sms, gemm_rule.COLUMN_SPLIT_FILL):
+        return plan
+    head = (plans.cdiv(items, num_sms) - 1) * num_sms // rows  # whole tile columns
+    if head == 0:
+        return plan
+    cols = head * tile.tile_n
+    rest = _tma_plan(M, N - cols, K, num_sms, split_columns=False)
+    rest_items = plans.cdiv(M, rest.tile.block_m) * plans.cdiv(N - cols, rest.tile.tile_n)
+    rest_waves = plans.cdiv(rest_items * rest.split_k, num_sms)
+    area, rest_area = (t.block_m * t.tile_n for t in (tile, rest.tile))
+    if rest_waves * rest_area >= area * rest.split_k:
+        return plan
+    return TmaPlan(tile, 1, cols, rest)
 
 
 #: :func:`_tma_plan` for plain integer sizes, cached: the host cost of a call
@@ -1238,10 +1289,12 @@ def _launch_matmul(
         raise ValueError(
             f"the tile {tile.name} runs on a Hopper GPU: the interpreter runs no Gluon"
         )
-    if eager_route():
-        _launch_tma(a, b, out, plan, layouts, num_sms)
-    else:  # traced: Triton's wrapper takes neither Gluon kernels nor host descriptors
-        torch.ops.kp.matmul_tma(a, b, out, tile.name, plan.split_k)
+    eager = eager_route()
+    for part, first, width in plan.parts(N):
+        if eager:
+            _launch_tma(a, b, out, part, layouts, num_sms, first, width)
+        else:  # traced: Triton's wrapper takes neither Gluon kernels nor host descriptors
+            torch.ops.kp.matmul_tma(a, b, out, part.tile.name, part.split_k, first, width)
 
 
 def _launch_tma(
@@ -1251,13 +1304,19 @@ def _launch_tma(
     plan: TmaPlan,
     layouts: list[tuple[bool, int]],
     num_sms: int,
+    first: int,
+    width: int,
 ) -> None:
-    """Launch the Hopper kernel of ``plan``'s tile: one program per multiprocessor.
+    """Launch the Hopper kernel of ``plan``'s tile over ``width`` columns from ``first``.
 
-    ``layouts`` are :func:`_tma_layout`'s for ``a``, ``b`` and ``out``. A
+    ``layouts`` are :func:`_tma_layout`'s for ``a``, ``b`` and ``out``, and
+    hold for their column slices too (a slice keeps the strides, and starts
+    on a 16-byte boundary: ``first`` is a multiple of a tile's width). A
     program that finds no tile exits at once, so the grid is simply one
     program per multiprocessor: no size-dependent grid, nothing to guard.
     """
+    if width != b.shape[1]:
+        b, out = b[:, first : first + width], out[:, first : first + width]
     tile = plan.tile
     (M, K), N = a.shape, b.shape[1]
     descriptors = _descriptors(a, b, out, tile, layouts)
@@ -1349,9 +1408,18 @@ def _descriptors(a, b, out, tile: TmaTile, layouts) -> tuple:
 
 @torch.library.custom_op("kp::matmul_tma", mutates_args=("out",))
 def _matmul_tma_op(
-    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, tile: str, split_k: int
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    tile: str,
+    split_k: int,
+    first: int,
+    width: int,
 ) -> None:
-    """Write ``a @ b`` into ``out`` with a Hopper kernel's ``tile`` (a :attr:`TmaTile.name`).
+    """Write columns ``[first, first + width)`` of ``a @ b`` into ``out`` with a Hopper ``tile``.
+
+    ``tile`` is a :attr:`TmaTile.name`; a plan of two parts
+    (:attr:`TmaPlan.rest`) calls it once a part.
 
     The launcher's route for the Hopper path where it is traced
     (``kp::matmul`` under ``torch.compile``, dispatch modes, ``torch.func``):
@@ -1363,7 +1431,8 @@ def _matmul_tma_op(
     with device_guard(a):
         layouts = [_tma_layout(t) for t in (a, b, out)]
         num_sms = _sm_count(torch.cuda.current_device())
-        _launch_tma(a, b, out, TmaPlan(_TILES_BY_NAME[tile], split_k), layouts, num_sms)
+        plan = TmaPlan(_TILES_BY_NAME[tile], split_k)
+        _launch_tma(a, b, out, plan, layouts, num_sms, first, width)
 
 
 # ---------------------------------------------------------------------------
