@@ -25,7 +25,8 @@ and the row sum's block plan on rows narrow enough that a program sums
 several; GEMM forward with every
 tile of the Hopper path and every autotuning config of the pointer path
 (operands row-major), with the first of each path on the backward's operand
-layouts (A or B column-major), and split-K on the Hopper path. The GEMM
+layouts (A or B column-major), split-K on the Hopper path, and a Hopper plan
+of two parts, each over its own columns (``B`` transposed). The GEMM
 paths use fixed settings: autotuning under memcheck would time every config
 many times over.
 
@@ -121,12 +122,14 @@ def _layout(t: torch.Tensor, col_major: bool) -> torch.Tensor:
 
 
 def _gemm_fn(path: str, setting, a_col: bool, b_col: bool, split_k: int = 1) -> Callable:
-    """A product on ``path`` with ``setting`` fixed: a pointer config, or a Hopper tile.
+    """A product on ``path`` with ``setting`` fixed: a pointer config, a Hopper tile or plan.
 
     ``setting=None`` leaves the choice to the launcher (the interpreter's small
     config or tile); ``split_k`` splits ``K`` on the Hopper path.
     """
-    if path == "tma":
+    if isinstance(setting, mm.TmaPlan):
+        fixed = {"plan": setting}
+    elif path == "tma":
         tile = mm.INTERPRETER_TILE if setting is None else setting
         fixed = {"plan": mm.TmaPlan(tile, split_k)}
     else:
@@ -204,6 +207,15 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
     tile = None if small else mm._TILES_BY_NAME[gemm_rule.TMA_RULES[0].tiles[0]]
     case = Case("matmul", "fwd", (m, n, k), "bfloat16", "events", ("ours", "cublas"))
     yield "matmul tma split-k 2 tn bfloat16 fwd", case, _gemm_fn("tma", tile, True, False, 2)
+    # A plan of two parts (matmul._column_split; B transposed): a Gluon tile over
+    # the first columns, then the rest's views of B and C, a split tile over them.
+    if small:
+        plan = mm.TmaPlan(mm.INTERPRETER_TILE, 1, 32, mm.TmaPlan(mm.INTERPRETER_TILE, 2))
+    else:
+        rest = mm.TmaPlan(mm._TILES_BY_NAME[gemm_rule.TMA_RULES[3].tiles[0]], 2)
+        plan = mm.TmaPlan(mm._TILES_BY_NAME[gemm_rule.GLUON_TILES[-1]], 1, 128, rest)
+    label = f"matmul tma columns {plan.cols} + {n - plan.cols} nt bfloat16 fwd"
+    yield label, case, _gemm_fn("tma", plan, False, True)
 
 
 def main(argv: list[str] | None = None) -> int:
