@@ -318,6 +318,48 @@ def test_plans_at_the_model_shapes(m, n, k):
             assert fill < chosen, (shape, plan, earlier)
 
 
+@pytest.mark.parametrize(("n", "k"), MODEL_NK)
+def test_column_split_only_past_a_part_empty_last_wave(n, k):
+    """A plan splits its columns where its tile's last wave of several is part-empty.
+
+    The first part is the unsplit plan's tile over the whole tile columns of
+    its full waves, the second the table's plan of the remaining columns,
+    whose waves of output elements a program take less time than the last
+    wave they replace; nowhere else does a plan have two parts.
+    """
+    split = 0
+    for m in range(16, 4097, 48):
+        for shape in ((m, n, k), (m, k, n), (k, n, m)):  # forward, dA, dB
+            plan = mm._tma_plan(*shape, 132)
+            whole = mm._tma_plan(*shape, 132, split_columns=False)
+            assert plan.parts(shape[1])[0][0] == whole, shape
+            rows = math.ceil(shape[0] / whole.tile.block_m)
+            items = _items(whole, shape[0], shape[1])
+            waves = math.ceil(items / 132)
+            cols = (waves - 1) * 132 // rows * whole.tile.tile_n
+            may = waves > 1 and whole.split_k == 1 and _fill(items) < gemm_rule.COLUMN_SPLIT_FILL
+            rest = mm._tma_plan(shape[0], shape[1] - cols, shape[2], 132, split_columns=False)
+            rest_items = _items(mm.TmaPlan(rest.tile), shape[0], shape[1] - cols)
+            gains = (
+                math.ceil(rest_items * rest.split_k / 132) * rest.tile.block_m * rest.tile.tile_n
+                < whole.tile.block_m * whole.tile.tile_n * rest.split_k
+            )
+            if may and cols and gains:
+                split += 1
+                assert plan == mm.TmaPlan(whole.tile, 1, cols, rest), shape
+            else:
+                assert plan == whole, shape
+    assert split, "no product of these layer shapes splits its columns"
+
+
+def test_column_split_at_1024_rows_of_the_widest_projection():
+    """1024 x 14336: 448 tiles of 128x256, four waves 85% busy, become three waves of them
+    (49 tile columns, 12544 output columns) and one of 112 tiles of 128x128."""
+    rest = mm.TmaPlan(mm._TILES_BY_NAME["128x128x64 s6 gluon"])
+    want = mm.TmaPlan(mm._TILES_BY_NAME["128x256x64 s3 gluon"], 1, 12544, rest)
+    assert mm._tma_plan(1024, 14336, 4096, 132) == want
+
+
 def _fill(items: int, sms: int = 132) -> float:
     """The share of the SMs' time ``items`` work items keep busy, in whole waves."""
     return items / (math.ceil(items / sms) * sms)
