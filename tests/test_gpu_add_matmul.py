@@ -205,21 +205,32 @@ class _PassThrough(TorchDispatchMode):
 @hopper_only
 @pytest.mark.parametrize(
     ("m", "n", "k", "kind"),
-    ((2048, 2048, 512, "gluon"), (384, 4096, 4096, "two accumulators"), (64, 1024, 16384, "split")),
+    (
+        (2048, 2048, 512, "gluon"),
+        (384, 4096, 4096, "two accumulators"),
+        (64, 1024, 16384, "split"),
+        (1024, 14336, 4096, "columns"),
+    ),
 )
 def test_hopper_plan_on_every_route(m, n, k, kind):
     """Where the plan takes a Hopper tile, eager, op and compiled routes give the same bits.
 
     A Gluon tile, a Triton tile of two accumulators, a swapped tile split in
-    ``K``. Under ``torch.compile`` and ``opcheck``'s fake tensors the launcher
-    is traced and reaches the kernel through ``kp::matmul_tma`` (Triton's
-    wrapper takes neither Gluon kernels nor host descriptors); the op route
+    ``K``, a plan of two parts over their own columns (:attr:`TmaPlan.rest`:
+    two launches, two calls of ``kp::matmul_tma`` when traced). Under
+    ``torch.compile`` and ``opcheck``'s fake tensors the launcher is traced
+    and reaches the kernel through ``kp::matmul_tma`` (Triton's wrapper takes
+    neither Gluon kernels nor host descriptors); the op route
     under a pass-through dispatch mode runs the op's body eagerly. All must
     give the eager bits, and the compiled backward float64's gradients to
     rounding.
     """
     plan = mm._tma_plan(m, n, k, _sms())
-    shown = {"gluon": plan.tile.gluon, "two accumulators": plan.tile.block_n2 > 0}
+    shown = {
+        "gluon": plan.tile.gluon,
+        "two accumulators": plan.tile.block_n2 > 0,
+        "columns": plan.rest is not None,
+    }
     assert shown.get(kind, plan.split_k > 1), plan
     a, b = _operands(m, n, k, torch.bfloat16, "cuda", b_t=True)
     eager = kp.matmul(a, b)
