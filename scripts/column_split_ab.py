@@ -8,7 +8,7 @@ Where the plan's tile leaves the last of several waves part-empty (1024 x
 14336: 448 tiles of 128x256 for 132 SMs, four waves 85% busy), the split plan
 runs the tile over the columns of its full waves and the remaining columns as
 a second product with a plan of its own. This times both plans beside cuBLAS
-at every row count from 320 to 3648 (128 apart) of the four models layer
+at every row count from 256 to 3712 (128 apart) of the four models layer
 shapes where the split plan differs (``gemm_rule.COLUMN_SPLIT_FILL`` at 1:
 every part-empty last wave the rule's cost check lets through), bfloat16,
 ``B`` row-major and transposed, with the fill of the unsplit plan's waves,
@@ -32,7 +32,7 @@ from kernel_portfolio.ops import gemm_rule
 from kernel_portfolio.ops import matmul as mm
 
 LAYERS = ((4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336))
-ROWS = range(320, 3713, 128)
+ROWS = range(256, 3713, 128)
 
 
 def plan_text(plan: mm.TmaPlan) -> str:
