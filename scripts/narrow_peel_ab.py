@@ -97,7 +97,7 @@ def time_case(name: str, mode: str, n_rows: int, n_cols: int, flush) -> str:
     shape = (n_rows, n_cols)
     x, r = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     w = torch.randn(n_cols, device="cuda", dtype=torch.bfloat16)
-    want = first(ref(x.double(), r.double(), w.double()))
+    want = first(ref(x.double(), r.double(), w.double())).cpu()
     for t in (x, r, w):
         t.requires_grad_(grad)
     fns = {
@@ -106,7 +106,7 @@ def time_case(name: str, mode: str, n_rows: int, n_cols: int, flush) -> str:
         "flat": variant(lambda: ours(x, r, w), 1 << 30),
     }
     for key, fn in fns.items():
-        got = first(fn()).double()
+        got = first(fn()).double().cpu()
         err = ((got - want).norm() / want.norm()).item()
         if not err < 2e-2:
             raise SystemExit(f"{name} {n_rows}x{n_cols} {key}: error {err:.3g}")
