@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import pytest
@@ -42,7 +43,10 @@ def test_a_lead_keeps_the_hosts_pace_out_of_event_times():
 
     paced = timing.time_events(slow_host, 5)
     led = timing.time_events(slow_host, 5, lead_ms=timing.lead_for(slow_host))
-    assert min(paced) > 2.5, paced  # without a lead the events time the host
+    # Without a lead the events time the host. The median: beside other test
+    # workers on the GPU a start event can run late, and one sample then
+    # times less of the sleep (2.44 ms of 3 in checks/gpu-tests-20261206T1940Z.log).
+    assert statistics.median(paced) > 2.5, paced
     assert max(led) < 0.5, led
     with pytest.raises(ValueError, match="lead_ms"):
         timing.time_events(slow_host, 1, lead_ms=timing.MAX_LEAD_MS + 1)
