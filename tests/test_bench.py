@@ -592,9 +592,11 @@ def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
     assert sum(lab.startswith("matmul pointer ") and " nn " in lab for lab in labels) == len(
         sanitize_paths.mm.POINTER_CONFIGS
     )
-    assert sum(" nt " in lab for lab in labels) == 2
+    assert sum(" nt " in lab for lab in labels) == 3  # and the plan of two column parts
     assert sum(" tn " in lab for lab in labels) == 3  # and split-K, in the layout of dB
     assert sum(lab.startswith("matmul tma split-k ") for lab in labels) == 1
+    [columns] = [lab for lab in labels if lab.startswith("matmul tma columns ")]
+    assert " nt " in columns
     [narrow] = [case for lab, case, _ in sanitize_paths.paths(small=False) if " columns," in lab]
     block = plans.choose(*narrow.shape, elem_bytes=2, sm_count=plans.CPU_SM_COUNT, plan="block")
     assert row_sum.block_tile(block.block, 2, block.num_warps)[0] > 1  # several rows a program
