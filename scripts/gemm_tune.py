@@ -230,7 +230,9 @@ def tile_impl(tile, split: int) -> str:
 
 
 def plan_text(plan) -> str:
-    return f"{plan.tile.name} split {plan.split_k}"
+    """The plan in words; a plan of two column parts names both (``matmul._column_split``)."""
+    text = f"{plan.tile.name} split {plan.split_k}"
+    return text + (f", columns from {plan.cols}: {plan_text(plan.rest)}" if plan.rest else "")
 
 
 def pointer_configs(grid: Grid) -> list:
@@ -565,8 +567,9 @@ def variants(todo: list[Cell], grid: Grid, sms: int) -> list[tuple]:
         if cell.mode == "fwdbwd":  # dA = dC B^T (B^T column-major), dB = A^T dC
             products += [((m, k, n), False, True), ((k, n, m), True, False)]
         for shape, a_col, b_col in products:
-            plan = mm._tma_plan(*shape, sms)
-            found[("tma", plan.tile.name, cell.dtype, a_col, b_col, min(plan.split_k, 2))] = None
+            for part, _, _ in mm._tma_plan(*shape, sms).parts(shape[1]):
+                key = ("tma", part.tile.name, cell.dtype, a_col, b_col, min(part.split_k, 2))
+                found[key] = None
         if cell.mode == "fwd":
             for tile in tiles(grid):
                 for split in split_counts(tile, m, n, k, sms, grid.min_run)[:2]:
@@ -678,8 +681,8 @@ def row_score(row: tuple, members: list, sms: int) -> float | None:
 
     got = []
     with rule_constants(TMA_RULES=(gemm_rule.TmaRule(None, *row),)):
-        for ratios, m, n, k in members:
-            plan = mm._tma_plan(m, n, k, sms)
+        for ratios, m, n, k in members:  # the sweep times each tile over whole products
+            plan = mm._tma_plan(m, n, k, sms, split_columns=False)
             ratio = ratios.get(tile_impl(plan.tile, plan.split_k))
             if ratio is None:
                 return None
