@@ -211,10 +211,9 @@ def split_counts(tile, m: int, n: int, k: int, sms: int, min_run: int) -> list[i
     runs that fill ``WAVE_FILL`` of the waves, else the best filling, so for
     any constants of :data:`FIT_GRID` it takes one of these.
     """
-    from kernel_portfolio import plans
     from kernel_portfolio.ops import matmul as mm
 
-    out_tiles = plans.cdiv(m, tile.block_m) * plans.cdiv(n, tile.tile_n)
+    out_tiles = tile.count(m, n)
     counts = [1]
     if tile.splits:
         for s in range(2, MAX_SPLIT + 1):

@@ -142,8 +142,13 @@ WAVE_FILL = 0.8
 #: Least share of the SMs' time the chosen tile's waves must keep busy for
 #: ``_column_split`` to leave the plan whole: below it, a product of several
 #: waves runs its tile over the columns of its full waves and the remaining
-#: columns as a second product with a plan of its own.
-COLUMN_SPLIT_FILL = 0.9
+#: columns as a second product with a plan of its own. In the A/B
+#: (``results/h100-80gb-hbm3/checks/column-split-ab-20261206T1934Z.log``: 256
+#: to 3712 rows, 128 apart, of the four models layer shapes wherever a split
+#: differs, bfloat16, ``B`` row-major and transposed) the split ran faster at
+#: 90 of its 92 products, whose unsplit waves were 79% to 95% busy (1024 x
+#: 14336: 1.08 times as fast), and 1-2% slower at 384 x 14336.
+COLUMN_SPLIT_FILL = 0.96
 
 #: Split-K (``_split_k``): the shortest run of ``K`` worth splitting off. From
 #: ``scripts/gemm_tune.py`` (the sweep above: the summary's fitted constants;

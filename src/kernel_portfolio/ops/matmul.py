@@ -551,6 +551,7 @@ def _ws_consumer(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
+    A_REGS: gl.constexpr,
 ):
     """A consumer warpgroup: rows ``PART * SUB_M`` on of every tile, and their store.
 
@@ -575,6 +576,8 @@ def _ws_consumer(
     layout2: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, N2, 16]
     )
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=layout, k_width=2)
+    a2_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=layout2, k_width=2)
     # Steps' wgmma groups in flight after a step's wait: the step's own.
     IN_FLIGHT: gl.constexpr = 2 if BLOCK_N2 else 1
     num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -595,13 +598,24 @@ def _ws_consumer(
             b = b_bufs.index(s)
             if B_COL_MAJOR:
                 b = b.permute((1, 0))
-            acc = warpgroup_mma(a, b, acc, is_async=True)
+            if A_REGS:
+                a_regs = a.load(a_layout)
+                acc = warpgroup_mma(a_regs, b, acc, is_async=True)
+            else:
+                acc = warpgroup_mma(a, b, acc, is_async=True)
             if BLOCK_N2:
                 b2 = b2_bufs.index(s)
                 if B_COL_MAJOR:
                     b2 = b2.permute((1, 0))
-                acc2 = warpgroup_mma(a, b2, acc2, is_async=True)
-                acc, acc2 = warpgroup_mma_wait(IN_FLIGHT, deps=[acc, acc2])
+                if A_REGS:
+                    a2_regs = gl.convert_layout(a_regs, a2_layout)
+                    acc2 = warpgroup_mma(a2_regs, b2, acc2, is_async=True)
+                    acc, acc2, a_regs, a2_regs = warpgroup_mma_wait(
+                        IN_FLIGHT, deps=[acc, acc2, a_regs, a2_regs]
+                    )
+                else:
+                    acc2 = warpgroup_mma(a, b2, acc2, is_async=True)
+                    acc, acc2 = warpgroup_mma_wait(IN_FLIGHT, deps=[acc, acc2])
             else:
                 acc = warpgroup_mma_wait(IN_FLIGHT, deps=[acc])
             mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
@@ -640,6 +654,7 @@ def _matmul_ws_kernel(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
+    A_REGS: gl.constexpr,
 ):
     """Persistent GEMM, warp-specialised: a loader warp and a consumer warpgroup per 64 rows.
 
@@ -699,7 +714,7 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
                      0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS),
+                     NUM_SMS, A_REGS),
                 ),
                 (
                     _ws_loader,
@@ -711,7 +726,7 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
                      1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS),
+                     NUM_SMS, A_REGS),
                 ),
             ],
             [1, 4],
@@ -724,7 +739,7 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
                      0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS),
+                     NUM_SMS, A_REGS),
                 ),
                 (
                     _ws_loader,
@@ -736,13 +751,13 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
                      1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS),
+                     NUM_SMS, A_REGS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c2, d2, M, N, K,
                      2, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS),
+                     NUM_SMS, A_REGS),
                 ),
             ],
             [1, 4, 4],
@@ -784,6 +799,10 @@ class TmaTile:
             stages; ``warps`` is 4, a warpgroup) instead of the Triton kernel
             (:func:`_matmul_tma_kernel`). Such a tile never splits ``K`` and
             holds one accumulator.
+        a_regs: The Gluon kernel's consumers load their rows of ``A`` from
+            the stage into registers once a ``K`` step (its ``A_REGS``), and
+            both wgmma of a tile of two accumulators take them from there,
+            instead of each reading them from shared memory.
     """
 
     block_m: int
@@ -795,11 +814,16 @@ class TmaTile:
     swap_ab: bool = False
     block_n2: int = 0
     gluon: bool = False
+    a_regs: bool = False
 
     @property
     def tile_n(self) -> int:
         """Columns of the output tile: ``block_n`` plus ``block_n2``."""
         return self.block_n + self.block_n2
+
+    def count(self, M, N):
+        """Output tiles of an ``M x N`` product: the work items of one run of ``K``."""
+        return plans.cdiv(M, self.block_m) * plans.cdiv(N, self.tile_n)
 
     @property
     def splits(self) -> bool:
@@ -819,7 +843,8 @@ class TmaTile:
         """
         cols = f"{self.block_n}+{self.block_n2}" if self.block_n2 else f"{self.block_n}"
         if self.gluon:
-            return f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
+            name = f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
+            return name + " ar" * self.a_regs
         name = f"{self.block_m}x{cols}x{self.block_k} w{self.warps} s{self.stages}"
         return name + f" e{self.epilogue_split}" * (self.epilogue_split > 1) + " sw" * self.swap_ab
 
@@ -833,6 +858,7 @@ class TmaTile:
                 "BLOCK_K": self.block_k,
                 "STAGES": self.stages,
                 "GROUP_M": 8,
+                "A_REGS": self.a_regs,
                 "num_warps": self.warps,
             }
         return {
@@ -1027,7 +1053,7 @@ def _tma_plan(M, N, K, num_sms: int, split_columns: bool = True) -> TmaPlan:
     best = None
     for name in rule.tiles:
         tile = _TILES_BY_NAME[name]
-        tiles = plans.cdiv(M, tile.block_m) * plans.cdiv(N, tile.tile_n)
+        tiles = tile.count(M, N)
         split = _split_k(tile, tiles, K, num_sms, rule.max_split)
         items = tiles * split
         if _fills(items, num_sms, gemm_rule.WAVE_FILL):
@@ -1056,7 +1082,7 @@ def _column_split(plan: TmaPlan, M, N, K, num_sms: int) -> TmaPlan:
     """
     tile = plan.tile
     rows = plans.cdiv(M, tile.block_m)
-    items = rows * plans.cdiv(N, tile.tile_n)
+    items = tile.count(M, N)
     if plan.split_k > 1 or items <= num_sms or _fills(items, num_sms, gemm_rule.COLUMN_SPLIT_FILL):
         return plan
     head = (plans.cdiv(items, num_sms) - 1) * num_sms // rows  # whole tile columns
@@ -1064,8 +1090,7 @@ def _column_split(plan: TmaPlan, M, N, K, num_sms: int) -> TmaPlan:
         return plan
     cols = head * tile.tile_n
     rest = _tma_plan(M, N - cols, K, num_sms, split_columns=False)
-    rest_items = plans.cdiv(M, rest.tile.block_m) * plans.cdiv(N - cols, rest.tile.tile_n)
-    rest_waves = plans.cdiv(rest_items * rest.split_k, num_sms)
+    rest_waves = plans.cdiv(rest.tile.count(M, N - cols) * rest.split_k, num_sms)
     area, rest_area = (t.block_m * t.tile_n for t in (tile, rest.tile))
     if rest_waves * rest_area >= area * rest.split_k:
         return plan
@@ -1329,7 +1354,7 @@ def _launch_tma(
     partials = plan.split_k > 1
     ws = counts = out  # unused unless K is split
     if partials:
-        n_tiles = plans.cdiv(M, tile.block_m) * plans.cdiv(N, tile.block_n)
+        n_tiles = tile.count(M, N)  # a tile that splits K has one accumulator
         ws = scratch((n_tiles, plan.split_k, tile.block_m, tile.block_n), torch.float32, out.device)
         counts = stream_buffer("matmul split-k counters", n_tiles, torch.int32, out.device)
     launchable(_matmul_tma_kernel)[(num_sms,)](

@@ -39,12 +39,6 @@ import triton.language as tl
 
 from kernel_portfolio import plans
 
-#: Narrowest row, in bytes, that :func:`row_vec` peels: a narrower row is a
-#: few accesses a thread either way, and its launch is latency-bound, where
-#: the peel's address arithmetic before the first load costs more than its
-#: wider accesses save.
-PEEL_MIN_BYTES = 0
-
 
 def row_vec(
     elem_bytes: int, n_cols: int, row_strides: tuple[int, ...], unit_cols: bool = True
@@ -61,14 +55,11 @@ def row_vec(
     touches then starts the same number of elements past a boundary), this
     is ``(full, True)``: the kernels peel each row into a head, an aligned
     body of whole vectors and a tail, so the body moves in 16-byte vectors.
-    Otherwise, and for rows narrower than :data:`PEEL_MIN_BYTES`,
-    ``(vec_width(...), False)``.
+    Otherwise ``(vec_width(...), False)``.
     """
     vec = plans.vec_width(elem_bytes, n_cols, row_strides)
     full = max(1, 16 // elem_bytes)
     if vec == full or not unit_cols or any((s - row_strides[0]) % full for s in row_strides):
-        return vec, False
-    if n_cols * elem_bytes < PEEL_MIN_BYTES:
         return vec, False
     return full, True
 
