@@ -551,7 +551,6 @@ def _ws_consumer(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    A_REGS: gl.constexpr,
 ):
     """A consumer warpgroup: rows ``PART * SUB_M`` on of every tile, and their store.
 
@@ -576,8 +575,6 @@ def _ws_consumer(
     layout2: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, N2, 16]
     )
-    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=layout, k_width=2)
-    a2_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=layout2, k_width=2)
     # Steps' wgmma groups in flight after a step's wait: the step's own.
     IN_FLIGHT: gl.constexpr = 2 if BLOCK_N2 else 1
     num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -598,24 +595,13 @@ def _ws_consumer(
             b = b_bufs.index(s)
             if B_COL_MAJOR:
                 b = b.permute((1, 0))
-            if A_REGS:
-                a_regs = a.load(a_layout)
-                acc = warpgroup_mma(a_regs, b, acc, is_async=True)
-            else:
-                acc = warpgroup_mma(a, b, acc, is_async=True)
+            acc = warpgroup_mma(a, b, acc, is_async=True)
             if BLOCK_N2:
                 b2 = b2_bufs.index(s)
                 if B_COL_MAJOR:
                     b2 = b2.permute((1, 0))
-                if A_REGS:
-                    a2_regs = gl.convert_layout(a_regs, a2_layout)
-                    acc2 = warpgroup_mma(a2_regs, b2, acc2, is_async=True)
-                    acc, acc2, a_regs, a2_regs = warpgroup_mma_wait(
-                        IN_FLIGHT, deps=[acc, acc2, a_regs, a2_regs]
-                    )
-                else:
-                    acc2 = warpgroup_mma(a, b2, acc2, is_async=True)
-                    acc, acc2 = warpgroup_mma_wait(IN_FLIGHT, deps=[acc, acc2])
+                acc2 = warpgroup_mma(a, b2, acc2, is_async=True)
+                acc, acc2 = warpgroup_mma_wait(IN_FLIGHT, deps=[acc, acc2])
             else:
                 acc = warpgroup_mma_wait(IN_FLIGHT, deps=[acc])
             mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
@@ -654,7 +640,6 @@ def _matmul_ws_kernel(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    A_REGS: gl.constexpr,
 ):
     """Persistent GEMM, warp-specialised: a loader warp and a consumer warpgroup per 64 rows.
 
@@ -714,7 +699,7 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
                      0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, A_REGS),
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
@@ -726,7 +711,7 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
                      1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, A_REGS),
+                     NUM_SMS),
                 ),
             ],
             [1, 4],
@@ -739,7 +724,7 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
                      0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, A_REGS),
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
@@ -751,13 +736,13 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
                      1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, A_REGS),
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c2, d2, M, N, K,
                      2, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, A_REGS),
+                     NUM_SMS),
                 ),
             ],
             [1, 4, 4],
@@ -799,10 +784,6 @@ class TmaTile:
             stages; ``warps`` is 4, a warpgroup) instead of the Triton kernel
             (:func:`_matmul_tma_kernel`). Such a tile never splits ``K`` and
             holds one accumulator.
-        a_regs: The Gluon kernel's consumers load their rows of ``A`` from
-            the stage into registers once a ``K`` step (its ``A_REGS``), and
-            both wgmma of a tile of two accumulators take them from there,
-            instead of each reading them from shared memory.
     """
 
     block_m: int
@@ -814,7 +795,6 @@ class TmaTile:
     swap_ab: bool = False
     block_n2: int = 0
     gluon: bool = False
-    a_regs: bool = False
 
     @property
     def tile_n(self) -> int:
@@ -843,8 +823,7 @@ class TmaTile:
         """
         cols = f"{self.block_n}+{self.block_n2}" if self.block_n2 else f"{self.block_n}"
         if self.gluon:
-            name = f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
-            return name + " ar" * self.a_regs
+            return f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
         name = f"{self.block_m}x{cols}x{self.block_k} w{self.warps} s{self.stages}"
         return name + f" e{self.epilogue_split}" * (self.epilogue_split > 1) + " sw" * self.swap_ab
 
@@ -858,7 +837,6 @@ class TmaTile:
                 "BLOCK_K": self.block_k,
                 "STAGES": self.stages,
                 "GROUP_M": 8,
-                "A_REGS": self.a_regs,
                 "num_warps": self.warps,
             }
         return {
