@@ -823,7 +823,7 @@ _AOT_SCRIPT = textwrap.dedent(
                 options={"num_warps": warps, **({"num_stages": stages} if stages else {})},
             )
         except Exception as exc:  # over the shared memory Triton assumes, for one
-            print(json.dumps({**job, "error": f"{type(exc).__name__}: {exc}"[:300]}), flush=True)
+            print(json.dumps({**job, "error": f"{type(exc).__name__}: {exc}"[-1500:]}), flush=True)
             return
         ptx = compiled.asm["ptx"]
         registers, spills, serialized = ptxas_report(ptx)

@@ -564,6 +564,10 @@ def _ws_consumer(
     BOXES: gl.constexpr = a_bufs.type.shape[0] // STAGES
     A_BOX: gl.constexpr = BLOCK_M // BOXES
     SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    # The epilogue's columns a store: BLOCK_N, or half of it through one buffer
+    # that the second accumulator (as wide, or none) shares.
+    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+    gl.static_assert(EPI_N == BLOCK_N or (2 * EPI_N == BLOCK_N and BLOCK_N2 % EPI_N == 0))
     # This consumer's rows: the box that holds them, and where in it they start.
     BOX: gl.constexpr = PART * SUB_M // A_BOX
     ROW: gl.constexpr = PART * SUB_M % A_BOX
@@ -610,15 +614,33 @@ def _ws_consumer(
         mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
         off_m = pid_m * BLOCK_M + PART * SUB_M
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
-        tma.store_wait(0)  # the previous tile's stores have left c_smem and c2_smem
-        c_smem.store(acc.to(c_desc.dtype))
-        if BLOCK_N2:
-            c2_smem.store(acc2.to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
-        if BLOCK_N2:
-            tma.async_copy_shared_to_global(c2_desc, [off_m, off_n + BLOCK_N], c2_smem)
+        if EPI_N == BLOCK_N:
+            tma.store_wait(0)  # the previous tile's stores have left c_smem and c2_smem
+            c_smem.store(acc.to(c_desc.dtype))
+            if BLOCK_N2:
+                c2_smem.store(acc2.to(c_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+            if BLOCK_N2:
+                tma.async_copy_shared_to_global(c2_desc, [off_m, off_n + BLOCK_N], c2_smem)
+        else:
+            # Both halves of the accumulator, then the second accumulator, one
+            # after another through the one buffer of EPI_N columns.
+            lo, hi = gl.split(acc.reshape([SUB_M, 2, EPI_N]).permute((0, 2, 1)))
+            _ws_store(c_desc, c_smem, lo, off_m, off_n)
+            _ws_store(c_desc, c_smem, hi, off_m, off_n + EPI_N)
+            if BLOCK_N2:
+                _ws_store(c2_desc, c_smem, acc2, off_m, off_n + BLOCK_N)
     tma.store_wait(0)
+
+
+@gluon.jit
+def _ws_store(c_desc, c_smem, part, off_m, off_n):
+    """Store ``part`` at ``(off_m, off_n)`` through ``c_smem``, once its last store has left it."""
+    tma.store_wait(0)
+    c_smem.store(part.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
 
 
 @gluon.jit(do_not_specialize=["M", "N", "K"])
@@ -685,6 +707,9 @@ def _matmul_ws_kernel(
     if BLOCK_N2:
         shape_b2: gl.constexpr = [STAGES] + b2_desc.block_type.shape
         b2_bufs = gl.allocate_shared_memory(dtype, shape_b2, b2_desc.layout)
+    # A split epilogue (half of BLOCK_N a store) stores both accumulators through c0..c2.
+    D_BUFFERS: gl.constexpr = BLOCK_N2 > 0 and c_desc.block_type.shape[1] == BLOCK_N
+    if D_BUFFERS:
         d0 = gl.allocate_shared_memory(dtype, c2_desc.block_type.shape, c2_desc.layout)
         d1 = gl.allocate_shared_memory(dtype, c2_desc.block_type.shape, c2_desc.layout)
         d2 = d0
@@ -822,9 +847,9 @@ class TmaTile:
         A tile of the Gluon kernel: ``128x128x64 s6 gluon``.
         """
         cols = f"{self.block_n}+{self.block_n2}" if self.block_n2 else f"{self.block_n}"
-        if self.gluon:
-            return f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
         name = f"{self.block_m}x{cols}x{self.block_k} w{self.warps} s{self.stages}"
+        if self.gluon:
+            name = f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
         return name + f" e{self.epilogue_split}" * (self.epilogue_split > 1) + " sw" * self.swap_ab
 
     def launch_args(self) -> dict:
