@@ -210,6 +210,7 @@ class _PassThrough(TorchDispatchMode):
         (384, 4096, 4096, "two accumulators"),
         (64, 1024, 16384, "split"),
         (1024, 14336, 4096, "columns"),
+        (768, 6144, 4096, "one wave"),
     ),
 )
 def test_hopper_plan_on_every_route(m, n, k, kind):
@@ -217,7 +218,8 @@ def test_hopper_plan_on_every_route(m, n, k, kind):
 
     A Gluon tile, a Triton tile of two accumulators, a swapped tile split in
     ``K``, a plan of two parts over their own columns (:attr:`TmaPlan.rest`:
-    two launches, two calls of ``kp::matmul_tma`` when traced). Under
+    two launches, two calls of ``kp::matmul_tma`` when traced), and a Gluon
+    tile's one-wave form (its epilogue in halves: ``gemm_rule.ONE_WAVE_TILES``). Under
     ``torch.compile`` and ``opcheck``'s fake tensors the launcher is traced
     and reaches the kernel through ``kp::matmul_tma`` (Triton's wrapper takes
     neither Gluon kernels nor host descriptors); the op route
@@ -230,6 +232,7 @@ def test_hopper_plan_on_every_route(m, n, k, kind):
         "gluon": plan.tile.gluon,
         "two accumulators": plan.tile.block_n2 > 0,
         "columns": plan.rest is not None,
+        "one wave": plan.tile.gluon and plan.tile.epilogue_split == 2,
     }
     assert shown.get(kind, plan.split_k > 1), plan
     a, b = _operands(m, n, k, torch.bfloat16, "cuda", b_t=True)

@@ -14,6 +14,7 @@ same tests run on CUDA.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -224,6 +225,12 @@ def _items(plan: mm.TmaPlan, m: int, n: int) -> int:
     return math.ceil(m / plan.tile.block_m) * math.ceil(n / plan.tile.tile_n) * plan.split_k
 
 
+def _table_name(tile: mm.TmaTile) -> str:
+    """The plan table's name of ``tile``: its own, or that of the tile of its one-wave form."""
+    forms = {form: name for name, form in gemm_rule.ONE_WAVE_TILES.items()}
+    return forms.get(tile.name, tile.name)
+
+
 def test_plan_table_rows_name_tiles_in_order():
     names = {tile.name for tile in mm.TMA_TILES}
     assert len(names) == len(mm.TMA_TILES)
@@ -246,9 +253,9 @@ def test_wide_tiles_only_where_no_power_of_two_tile_fills():
             plan = mm._tma_plan(m, n, k, 132)
             if not plan.tile.block_n2:
                 continue
-            taken.add(plan.tile.name)
+            taken.add(_table_name(plan.tile))
             rule = next(r for r in gemm_rule.TMA_RULES if mm._bucket(m) <= r.max_m)
-            for name in rule.tiles[: rule.tiles.index(plan.tile.name)]:
+            for name in rule.tiles[: rule.tiles.index(_table_name(plan.tile))]:
                 tile = mm._TILES_BY_NAME[name]
                 if not tile.block_n2:
                     assert _fill(_items(mm.TmaPlan(tile), m, n)) < gemm_rule.WAVE_FILL, (m, n)
@@ -280,7 +287,7 @@ def test_wide_tiles_only_where_no_power_of_two_tile_fills():
 def test_plan_table_row_by_bucket(m, row):
     """The row is the first whose bound holds M rounded up to a power of two."""
     rule = gemm_rule.TMA_RULES[row]
-    assert mm._tma_plan(m, 4096, 4096, 132).tile.name in rule.tiles
+    assert _table_name(mm._tma_plan(m, 4096, 4096, 132).tile) in rule.tiles
 
 
 @pytest.mark.parametrize(("n", "k"), MODEL_NK)
@@ -300,7 +307,8 @@ def test_plans_at_the_model_shapes(m, n, k):
         rule = next(
             r for r in gemm_rule.TMA_RULES if r.max_m is None or mm._bucket(shape[0]) <= r.max_m
         )
-        assert plan.tile.name in rule.tiles, (shape, plan)
+        name = _table_name(plan.tile)  # a one-wave form is its tile's row entry
+        assert name in rule.tiles, (shape, plan)
         chosen = _fill(tiles * plan.split_k)
         for fewer in range(1, plan.split_k):
             assert _fill(tiles * fewer) < min(chosen, gemm_rule.WAVE_FILL), (shape, plan, fewer)
@@ -309,7 +317,7 @@ def test_plans_at_the_model_shapes(m, n, k):
             short = plan.split_k <= rule.max_split and run >= gemm_rule.SPLIT_K_MIN_RUN
             long = plan.split_k <= gemm_rule.LONG_K_SPLIT and run >= gemm_rule.LONG_K_RUN
             assert (short or long) and plan.tile.splits, (shape, plan)
-        for earlier in rule.tiles[: rule.tiles.index(plan.tile.name)]:
+        for earlier in rule.tiles[: rule.tiles.index(name)]:
             other = mm._TILES_BY_NAME[earlier]
             other_tiles = _items(mm.TmaPlan(other), shape[0], shape[1])
             runs = mm._split_k(other, other_tiles, shape[2], 132, rule.max_split)
@@ -332,11 +340,11 @@ def test_column_split_only_past_a_part_empty_last_wave(n, k):
         for shape in ((m, n, k), (m, k, n), (k, n, m)):  # forward, dA, dB
             plan = mm._tma_plan(*shape, 132)
             whole = mm._tma_plan(*shape, 132, split_columns=False)
-            assert plan.parts(shape[1])[0][0] == whole, shape
             rows = math.ceil(shape[0] / whole.tile.block_m)
             items = _items(whole, shape[0], shape[1])
             waves = math.ceil(items / 132)
-            cols = (waves - 1) * 132 // rows * whole.tile.tile_n
+            head = (waves - 1) * 132 // rows
+            cols = head * whole.tile.tile_n
             may = waves > 1 and whole.split_k == 1 and _fill(items) < gemm_rule.COLUMN_SPLIT_FILL
             rest = mm._tma_plan(shape[0], shape[1] - cols, shape[2], 132, split_columns=False)
             rest_items = _items(mm.TmaPlan(rest.tile), shape[0], shape[1] - cols)
@@ -346,10 +354,34 @@ def test_column_split_only_past_a_part_empty_last_wave(n, k):
             )
             if may and cols and gains:
                 split += 1
-                assert plan == mm.TmaPlan(whole.tile, 1, cols, rest), shape
+                tile = mm._one_wave(whole.tile, rows * head, 132)
+                assert plan == mm.TmaPlan(tile, 1, cols, rest), shape
             else:
                 assert plan == whole, shape
     assert split, "no product of these layer shapes splits its columns"
+
+
+def test_one_wave_forms_only_where_a_launch_fits_one_wave():
+    """A Gluon tile's one-wave form (a stage more, its epilogue in halves) runs each launch
+    of the plan whose tiles fit one wave, and no other; it is its tile in all else."""
+    for name, form in gemm_rule.ONE_WAVE_TILES.items():
+        tile, one = mm._TILES_BY_NAME[name], mm._TILES_BY_NAME[form]
+        assert (one.stages, one.epilogue_split) == (tile.stages + 1, 2), form
+        assert dataclasses.replace(one, stages=tile.stages, epilogue_split=1) == tile, form
+        assert one.block_n2 in (0, one.block_n // 2), form  # it shares the half-width buffer
+    forms = {mm._TILES_BY_NAME[f]: name for name, f in gemm_rule.ONE_WAVE_TILES.items()}
+    seen = {True: 0, False: 0}
+    for n, k in MODEL_NK:
+        for m in range(16, 4097, 16):
+            for part, _, width in mm._tma_plan(m, n, k, 132).parts(n):
+                one_wave = part.tile.count(m, width) * part.split_k <= 132
+                if part.tile in forms:
+                    assert one_wave, (m, n, k, part)
+                    seen[True] += 1
+                elif part.tile.name in gemm_rule.ONE_WAVE_TILES:
+                    assert not one_wave, (m, n, k, part)
+                    seen[False] += 1
+    assert seen[True] and seen[False], seen
 
 
 def test_column_split_at_1024_rows_of_the_widest_projection():
@@ -377,13 +409,16 @@ def _fill(items: int, sms: int = 132) -> float:
         ((128, 4096, 4096), "64x64x128 w4 s6", 1),  # 64x128: 64 tiles; 64x64: 128
         ((384, 4096, 4096), "64x128+64x64 w4 s6", 1),  # 128x128: 96 tiles; 64x192: 132
         ((384, 6144, 4096), "128x128+16x64 s5 gluon", 1),  # 64x192: 96 tiles; 128x144: 129
-        ((512, 6144, 4096), "128x128+64x64 s4 gluon", 1),  # 128x192: 128 tiles; 64x128: 85%
-        ((768, 6144, 4096), "192x128+64x64 s3 gluon", 1),  # 192x192: 128 tiles; 128x192: 73%
+        ((512, 6144, 4096), "128x128+64x64 s5 gluon e2", 1),  # 128x192: 128 tiles, one
+        # wave (its one-wave form); 64x128: 85%
+        ((768, 6144, 4096), "192x128+64x64 s4 gluon e2", 1),  # 192x192: 128 tiles; 128x192: 73%
         ((448, 4096, 4096), "128x128x64 s6 gluon", 1),  # 128 tiles: 97% of one wave
-        ((768, 4096, 4096), "192x128x64 s4 gluon", 1),  # 128 tiles: 97%; 128x128: 2 waves, 73%
-        ((384, 14336, 4096), "192x128x64 s4 gluon", 1),  # 224 tiles: 85% of two waves
+        ((768, 4096, 4096), "192x128x64 s5 gluon e2", 1),  # 128 tiles: 97%; 128x128: 2 waves
+        ((1408, 4096, 4096), "192x128x64 s4 gluon", 1),  # 256 tiles: two waves
+        ((384, 14336, 4096), "192x128x64 s5 gluon e2", 1),  # 224 tiles: 85% of two waves,
+        # the first 132 (66 tile columns) one wave
         ((1024, 6144, 4096), "128x128x64 s6 gluon", 1),  # 128x256: 73% of two waves; 97% of 3
-        ((1024, 4096, 4096), "128x256x64 s3 gluon", 1),  # one wave 97% full
+        ((1024, 4096, 4096), "128x256x64 s4 gluon e2", 1),  # one wave 97% full
         ((1024, 1024, 65536), "128x256x64 w8 s4 e2", 4),  # dB of a large batch: the Gluon
         # tiles never split, the Triton kernel's behind them split a long K
         ((1024, 1024, 16384), "128x128x64 w4 s4", 2),  # two runs of LONG_K_RUN

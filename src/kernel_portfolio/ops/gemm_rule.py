@@ -139,6 +139,26 @@ TMA_RULES = (
 #: the measured cells).
 WAVE_FILL = 0.8
 
+#: The one-wave forms of Gluon tiles (``matmul._one_wave``): where a launch's
+#: tiles fit one wave, no program has a next tile whose ``K`` loop its stores
+#: could overlap, and the tile's form with a stage more and its epilogue in
+#: halves through one buffer (``matmul.TmaTile.epilogue_split``) runs in its
+#: place. In the A/B
+#: (``results/h100-80gb-hbm3/checks/gluon-stages-ab-20261206T2044Z.log``: the
+#: plan's products that run one of these tiles at 256 to 4096 rows, 128
+#: apart, and 672 to 736, of the four models layer shapes, and three cubes,
+#: bfloat16, ``B`` row-major and transposed) every launch of one wave ran
+#: faster in the new form but one, level at 0.997 (768 x 6144, 128 tiles of
+#: 192x192: 1.16 times as fast); over two waves the 192x128 tile's form lost
+#: at some products, and from twelve waves up the 128x256 tile's form lost at
+#: every one (8192 cubed, sixteen waves: 0.98).
+ONE_WAVE_TILES = {
+    "128x256x64 s3 gluon": "128x256x64 s4 gluon e2",
+    "192x128x64 s4 gluon": "192x128x64 s5 gluon e2",
+    "192x128+64x64 s3 gluon": "192x128+64x64 s4 gluon e2",
+    "128x128+64x64 s4 gluon": "128x128+64x64 s5 gluon e2",
+}
+
 #: Least share of the SMs' time the chosen tile's waves must keep busy for
 #: ``_column_split`` to leave the plan whole: below it, a product of several
 #: waves runs its tile over the columns of its full waves and the remaining

@@ -558,7 +558,9 @@ def _ws_consumer(
     waits for the step before's, whose stage it then hands back (an
     mbarrier arrival: no barrier with the other warps). The output goes
     through shared memory and the copy engine, the store of one tile in
-    flight while the next tile's ``K`` loop runs.
+    flight while the next tile's ``K`` loop runs; a split epilogue (the
+    tile's one-wave form) stores its parts one after another through one
+    buffer of half the tile's width.
     """
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     BOXES: gl.constexpr = a_bufs.type.shape[0] // STAGES
@@ -798,6 +800,10 @@ class TmaTile:
         warps: ``num_warps``.
         stages: ``num_stages``, the operand tiles in flight.
         epilogue_split: Column slices the output tile is stored in (1 or 2).
+            The Gluon kernel stores its two halves, then a second accumulator
+            as wide, one after another through one buffer of half the width,
+            which frees a stage of shared memory for the tile's one-wave
+            form (``gemm_rule.ONE_WAVE_TILES``).
         swap_ab: Compute the transposed tile (the kernel's ``SWAP_AB``): for
             ``block_m`` under 64, whose rows wgmma cannot take as its ``M``.
         block_n2: Columns of a second accumulator beside the first (the
@@ -807,8 +813,7 @@ class TmaTile:
         gluon: The warp-specialised Gluon kernel (:func:`_matmul_ws_kernel`:
             a loader warp and two consumer warpgroups, ``stages`` its ring of
             stages; ``warps`` is 4, a warpgroup) instead of the Triton kernel
-            (:func:`_matmul_tma_kernel`). Such a tile never splits ``K`` and
-            holds one accumulator.
+            (:func:`_matmul_tma_kernel`). Such a tile never splits ``K``.
     """
 
     block_m: int
@@ -918,12 +923,15 @@ class TmaPlan:
 #: wgmma, and fetches only its own rows of ``A``. The three after them hold
 #: two accumulators (:attr:`TmaTile.block_n2`): 192 and 144 columns, widths
 #: that fill the SMs at a few hundred rows where the powers of two leave a
-#: wave part-empty. The last six run on the warp-specialised Gluon kernel
+#: wave part-empty. The next six run on the warp-specialised Gluon kernel
 #: (:attr:`TmaTile.gluon`), which keeps more stages in flight than the Triton
 #: kernel's tiles of their size and has no barrier between its warpgroups each
 #: ``K`` step: three of one accumulator (``gemm_rule.GLUON_TILES``) and three of
 #: two, 192, 192 and 144 columns wide (``gemm_rule.GLUON_WIDE_TILES``, and the
-#: 144-column one in ``WIDE_TILES_FEW``). The Triton kernel's own
+#: 144-column one in ``WIDE_TILES_FEW``). The four after them are one-wave
+#: forms of four of those (``gemm_rule.ONE_WAVE_TILES``: a stage more, the
+#: epilogue in halves through one buffer), which the plan runs in place of
+#: their tiles where a launch's tiles fit one wave. The Triton kernel's own
 #: warp-specialised tiles (``tl.range(warp_specialize=True)``) left the
 #: catalogue when the descriptors moved to the host: Triton 3.6's
 #: warp-specialisation pass rejects their store through a descriptor argument,
@@ -958,6 +966,10 @@ TMA_TILES = (
     TmaTile(192, 128, 64, 4, 3, block_n2=64, gluon=True),
     TmaTile(128, 128, 64, 4, 4, block_n2=64, gluon=True),
     TmaTile(128, 128, 64, 4, 5, block_n2=16, gluon=True),
+    TmaTile(128, 256, 64, 4, 4, epilogue_split=2, gluon=True),
+    TmaTile(192, 128, 64, 4, 5, epilogue_split=2, gluon=True),
+    TmaTile(192, 128, 64, 4, 4, epilogue_split=2, block_n2=64, gluon=True),
+    TmaTile(128, 128, 64, 4, 5, epilogue_split=2, block_n2=64, gluon=True),
 )
 _TILES_BY_NAME = {tile.name: tile for tile in TMA_TILES}
 
@@ -1064,7 +1076,20 @@ def _tma_plan(M, N, K, num_sms: int, split_columns: bool = True) -> TmaPlan:
             break
         if best is None or _fills_better(items, num_sms, best[1]):
             best = (TmaPlan(tile, split), items)
-    return _column_split(best[0], M, N, K, num_sms) if split_columns else best[0]
+    plan = TmaPlan(_one_wave(best[0].tile, best[1], num_sms), best[0].split_k)
+    return _column_split(plan, M, N, K, num_sms) if split_columns else plan
+
+
+def _one_wave(tile: TmaTile, items, num_sms: int) -> TmaTile:
+    """``tile``, or its one-wave form (``gemm_rule.ONE_WAVE_TILES``) where ``items`` fit one wave.
+
+    In one wave no program has a next tile whose ``K`` loop its stores could
+    overlap, so the one-wave form spends the shared memory of the epilogue
+    buffers on a stage more.
+    """
+    if items <= num_sms and tile.name in gemm_rule.ONE_WAVE_TILES:
+        return _TILES_BY_NAME[gemm_rule.ONE_WAVE_TILES[tile.name]]
+    return tile
 
 
 def _column_split(plan: TmaPlan, M, N, K, num_sms: int) -> TmaPlan:
@@ -1097,7 +1122,7 @@ def _column_split(plan: TmaPlan, M, N, K, num_sms: int) -> TmaPlan:
     area, rest_area = (t.block_m * t.tile_n for t in (tile, rest.tile))
     if rest_waves * rest_area >= area * rest.split_k:
         return plan
-    return TmaPlan(tile, 1, cols, rest)
+    return TmaPlan(_one_wave(tile, rows * head, num_sms), 1, cols, rest)
 
 
 #: :func:`_tma_plan` for plain integer sizes, cached: the host cost of a call
