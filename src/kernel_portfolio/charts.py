@@ -20,7 +20,7 @@ Example (a notebook cell)::
 
     from kernel_portfolio import charts, results
 
-    frame = results.load("results/h100-80gb-hbm3/default.json").frame()
+    frame = results.load("results/h200/default.json").frame()
     charts.show(charts.summary_figure(frame, "softmax"), "softmax-default")
 """
 

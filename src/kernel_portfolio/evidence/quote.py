@@ -4,8 +4,8 @@ A claim names a result file, a case in it, a statistic and the implementation
 (and, for a ratio, the baseline). The value, its unit and its rounding come from
 the saved result, never from the author. A claim renders as a link::
 
-    <a class="kp-claim" href="kp-evidence:h100-80gb-hbm3/default#softmax-fwd-8192x8192-float16"
-       data-result="h100-80gb-hbm3/default" data-case="softmax/fwd/8192x8192/float16"
+    <a class="kp-claim" href="kp-evidence:h200/default#softmax-fwd-8192x8192-float16"
+       data-result="h200/default" data-case="softmax/fwd/8192x8192/float16"
        data-stat="gbps" data-impl="ours" data-value="3900.0">3900 GB/s</a>
 
 The ``kp-evidence:`` href is a placeholder (a notebook cannot know the URL of
@@ -195,12 +195,12 @@ def case_anchor(case_id: str) -> str:
 
 
 def evidence_path(result_id: str) -> str:
-    """Site path of a result's evidence page source, e.g. ``evidence/h100-80gb-hbm3/default.md``."""
+    """Site path of a result's evidence page source, e.g. ``evidence/h200/default.md``."""
     return f"evidence/{result_id}.md"
 
 
 def check_result_id(result_id: object) -> str:
-    """Check a result id (``h100-80gb-hbm3/default``, ``archive/h200/default-...``) and return it.
+    """Check a result id (``h200/default``, ``archive/h200/default-...``) and return it.
 
     Raises:
         TypeError: ``result_id`` is not a string.
@@ -472,12 +472,12 @@ def quote(
         from kernel_portfolio.evidence import quote
 
         case = "softmax/fwd/8192x8192/float16"
-        display(Markdown(f"Ours reaches {quote('h100-80gb-hbm3/default', case, 'gbps')}, "
-                         f"{quote('h100-80gb-hbm3/default', case, 'speedup', baseline='torch')} "
+        display(Markdown(f"Ours reaches {quote('h200/default', case, 'gbps')}, "
+                         f"{quote('h200/default', case, 'speedup', baseline='torch')} "
                          "the speed of torch."))
 
     Args:
-        result_id: Result id, e.g. ``"h100-80gb-hbm3/default"``.
+        result_id: Result id, e.g. ``"h200/default"``.
         case_id: Case id, e.g. ``"softmax/fwd/8192x8192/float16"``.
         stat: ``"median_us"``, ``"gbps"``, ``"pct_copy"``, ``"tflops"``,
             ``"peak_mem_bytes"``, ``"pct_cublas"``, ``"speedup"`` (needs ``baseline``) or

@@ -7,7 +7,7 @@ never imports torch, so the site build and CI can use it on any machine::
 
     from kernel_portfolio.results import load, load_all, repo_root
 
-    res = load(repo_root() / "results/h100-80gb-hbm3/default.json")
+    res = load(repo_root() / "results/h200/default.json")
     res.frame()               # tidy DataFrame: one row per case x implementation
     res.staleness()           # Staleness(current=..., changed=[...])
     res.case_staleness("softmax/fwd/8192x8192/float16")
