@@ -226,7 +226,7 @@ def _items(plan: mm.TmaPlan, m: int, n: int) -> int:
 
 
 def _table_name(tile: mm.TmaTile) -> str:
-    """The plan table's name of ``tile``: its own, or that of the tile of its one-wave form."""
+    """The plan table's name of ``tile``: its own, or for a one-wave form its tile's."""
     forms = {form: name for name, form in gemm_rule.ONE_WAVE_TILES.items()}
     return forms.get(tile.name, tile.name)
 
