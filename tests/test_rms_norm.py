@@ -766,10 +766,36 @@ def test_sixteen_warp_backward_programs_count_as_heavy(has_dh):
     _assert_registers_fit(RowPlan("looped", 4096, 16), 20000, "fp16", has_dh)
 
 
-def _assert_registers_fit(plan: RowPlan, n_cols: int, dtype: str, has_dh: bool) -> None:
-    """The register and spill premise of ``_bwd_launch`` under ``plan``, compiled for sm_90."""
+@pytest.mark.parametrize("n_cols", [30522, 50257])
+def test_peeled_backward_with_dh_fits_its_launch(n_cols):
+    """Peeled rows with ``dh`` (the residual RMSNorm at a vocabulary width): a
+    heavy program's prefetch of the next row's head and tail of three tensors
+    spilled under the cap of 128 registers (4 and 8 bytes a thread), so the
+    launch rule leaves the prefetch out there, and nothing spills."""
+    plan = plans.choose(1 << 15, n_cols, elem_bytes=2, sm_count=plans.CPU_SM_COUNT)
+    _assert_registers_fit(plan, n_cols, "fp16", True, peel=True)
+    width = n_cols // 8 * 8
+    prefetch = {
+        (peel, has_dh): rms_mod._bwd_launch(plan, n_cols, 2, has_dh, width, peel).prefetch
+        for peel in (False, True)
+        for has_dh in (False, True)
+    }
+    assert prefetch == {(False, False): True, (False, True): True, (True, False): True,
+                        (True, True): False}  # fmt: skip
+
+
+def _assert_registers_fit(
+    plan: RowPlan, n_cols: int, dtype: str, has_dh: bool, peel: bool = False
+) -> None:
+    """The register and spill premise of ``_bwd_launch`` under ``plan``, compiled for sm_90.
+
+    ``peel``: rows not 16 bytes apart (``PEEL``), their body ``n_cols`` rounded
+    down to whole vectors.
+    """
     elem_bytes = 2 if dtype == "fp16" else 4
-    launch = rms_mod._bwd_launch(plan, n_cols, elem_bytes, has_dh)
+    vec = 16 // elem_bytes
+    width = n_cols // vec * vec if peel else n_cols
+    launch = rms_mod._bwd_launch(plan, n_cols, elem_bytes, has_dh, width, peel)
     block, tail = launch.block, launch.tail
     runtime = {name: "i32" for name in ("n_rows", "n_cols", "chunks_per_split", "n_dots")}
     runtime |= {name: "i32" for name in ("stride_dym", "stride_hm", "stride_dhm", "stride_pm")}
@@ -778,8 +804,7 @@ def _assert_registers_fit(plan: RowPlan, n_cols: int, dtype: str, has_dh: bool) 
     runtime |= {name: f"*{dtype}" for name in pointers}
     consts = {"stride_dyn": 1, "stride_hn": 1, "stride_dhn": 1, "HAS_WEIGHT": True}
     consts |= {"HAS_DH": has_dh, "TWO_DX": has_dh, "BLOCK": block, "TAIL": tail}
-    consts |= {"ONE_CHUNK": block + tail >= n_cols, "VEC": 8 if dtype == "fp16" else 4}
-    consts |= {"PEEL": False}
+    consts |= {"ONE_CHUNK": block + tail >= width, "VEC": vec, "PEEL": peel}
     consts |= {"MAX_PARTIALS": plans.MAX_SPLITS, "PREFETCH": launch.prefetch}
     consts |= {"WEIGHT_EACH_ROW": launch.weight_each_row}
     (ops,) = global_memory_ops(

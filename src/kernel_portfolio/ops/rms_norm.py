@@ -1102,7 +1102,14 @@ BWD_MIN_WARPS = 4
 #: takes 72-80 registers (1024 columns, 4 warps), so ``BWD_PREFETCH_WARPS_PER_SM``
 #: warps of it reside. A split plan never prefetches: its few rows leave a
 #: program one or two, and the prefetch would only cost the residency (on the
-#: H200 64x131072 float16 ran 12-15% slower with it).
+#: H200 64x131072 float16 ran 12-15% slower with it). Nor does a heavy
+#: program of peeled rows with ``dh``: the next row's head and tail of three
+#: tensors take it past the cap (at 96 bytes, 50257 and 30522 columns, it
+#: spilled 8 and 4 bytes a thread), and on the H100 the residual RMSNorm's
+#: backward at 4096 and 16384 rows of 50257 and 51865 bfloat16 columns ran in
+#: 0.90-0.91 of the time without it, at 30522 in 0.96-0.97, while the aligned
+#: neighbours' times did not move
+#: (``results/h100-80gb-hbm3/checks/rows-unaligned-ab-20261206T2248Z.log``).
 BWD_PREFETCH_BYTES = 96
 BWD_PREFETCH_WARPS_PER_SM = 24
 #: Most columns a thread of one chunk where the backward walks a row in several
@@ -1165,12 +1172,17 @@ class BwdLaunch(NamedTuple):
 
 
 def _bwd_launch(
-    plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool, width: int | None = None
+    plan: plans.RowPlan,
+    n_cols: int,
+    elem_bytes: int,
+    has_dh: bool,
+    width: int | None = None,
+    peel: bool = False,
 ) -> BwdLaunch:
     """The backward kernels' launch under ``plan`` (``has_dh``: residual RMSNorm).
 
     ``width``: the widest body of a row (:func:`_body_width`; ``n_cols`` when
-    not given).
+    not given). ``peel``: the rows are peeled (:func:`kernel_portfolio.ops.peel.row_vec`).
 
     A block plan's backward takes the warps of its main block
     (:func:`kernel_portfolio.plans.block_pieces`) when the row derives fewer
@@ -1190,8 +1202,10 @@ def _bwd_launch(
         while block > BWD_CHUNK_ELEMS * 32 * warps:
             block //= 2
     per_thread = (block + tail) / (32 * warps)
+    light = per_thread <= BWD_LIGHT_ELEMS and warps <= BWD_LIGHT_MAX_WARPS
     prefetch = plan.kind != "split" and (2 + has_dh) * per_thread * elem_bytes <= BWD_PREFETCH_BYTES
-    if per_thread <= BWD_LIGHT_ELEMS and warps <= BWD_LIGHT_MAX_WARPS:
+    prefetch = prefetch and (light or not (peel and has_dh))
+    if light:
         resident = (BWD_PREFETCH_WARPS_PER_SM if prefetch else BWD_WARPS_PER_SM) // warps
     else:
         resident = BWD_HEAVY_WARPS_PER_SM // warps
@@ -1567,7 +1581,7 @@ def _backward(
         # A row wider than the fitted block holds four values a column past what
         # a program's registers keep (plan_rule.FULL_BLOCK_MAX_BYTES): in chunks.
         plan = plans.choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms, plan="looped")
-    launch = _bwd_launch(plan, n_cols, elem_bytes, dh is not None, width)
+    launch = _bwd_launch(plan, n_cols, elem_bytes, dh is not None, width, peel)
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= width
     chunks_per_split, n_split = _bwd_slices(width, plan, launch.block, launch.per_sm * sms)
     n_parts = _partial_rows(n_rows, n_split, launch, sms, vec, peel)
