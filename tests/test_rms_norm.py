@@ -425,6 +425,7 @@ VECTOR_CASES = [
     (RowPlan("looped", 2048, 4), (64, 1001), torch.float16),
     ("looped", (64, 50257), torch.bfloat16),
     ("split", (4, 32769), torch.float16),
+    ("block", (64, 30522), torch.bfloat16),  # a full block (reads a shifted weight)
     ("block", (64, 1001), torch.float32),
 ]
 
@@ -527,6 +528,7 @@ SHIFT_W_CASES = [
     (RowPlan("looped", 256, 4), (9, 201), torch.bfloat16),
     (RowPlan("split", 32, 4, 3), (3, 201), torch.float16),
     ("block", (4, 12289), torch.float16),  # the backward loads the weight each row
+    (RowPlan("block", 32768, 16), (3, 20001), torch.float16),  # a full block
 ]
 
 
@@ -540,15 +542,16 @@ def test_peeled_rows_read_the_shifted_weight(plan, shape, dtype, op, device, mon
     shifted = {name: kw["SHIFT_W"] for name, _, kw in launches if "SHIFT_W" in kw}
     # The looped and split forwards without a residual, the backward's first
     # pass, and its main kernel where that loads the weight for every row.
+    full_block = isinstance(plan, RowPlan) and plan.kind == "block"
     want = {
+        "_fwd_block_kernel": full_block,
         "_fwd_looped_kernel": op == "rms_norm",
         "_fwd_split_kernel": op == "rms_norm",
         "_bwd_dot_kernel": True,
     } | {name: kw["WEIGHT_EACH_ROW"] for name, _, kw in launches if name == "_bwd_kernel"}
     assert shifted == {name: want[name] for name in shifted}
     block = [kw for name, _, kw in launches if name == "_fwd_block_kernel"]
-    assert all("SHIFT_W" not in kw for kw in block)  # the block forward reads it in place
-    assert bool(block) == (not isinstance(plan, RowPlan))
+    assert bool(block) == (plan == "block" or full_block)
     assert shifted.get("_bwd_kernel") == (shape == (4, 12289))  # the case that loads it each row
     assert all(kw["PEEL"] for _, _, kw in launches if "SHIFT_W" in kw)
     # Each copy of the weight is read: a launch with SHIFT_W follows it before
@@ -565,7 +568,7 @@ def test_peeled_rows_read_the_shifted_weight(plan, shape, dtype, op, device, mon
     assert copied == any(shifted.values())  # and a copy before every read of one
 
 
-@pytest.mark.parametrize(("plan", "shape", "dtype"), VECTOR_CASES[2:5], ids=_case_id)
+@pytest.mark.parametrize(("plan", "shape", "dtype"), VECTOR_CASES[2:6], ids=_case_id)
 def test_the_shifted_weight_loads_in_16_byte_vectors(plan, shape, dtype, monkeypatch):
     """Compiled for sm_90, a peeled forward with ``SHIFT_W`` loads as many 16-byte
     vectors as the same kernel unpeeled, the weight's included: only the head and
@@ -1114,10 +1117,11 @@ def test_early_weight_loads_before_the_reduction(has_residual):
     ``EARLY_W`` the weight's loads come before the reduction's first barrier,
     beside the row's (as many as ``x``'s), without it after."""
     runtime = {"first_row": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
-    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
-    runtime |= {name: "*bf16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
+    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32", "ws_stride": "i32"}
+    runtime |= {name: "*bf16" for name in ("x_ptr", "r_ptr", "w_ptr", "ws_ptr", "y_ptr", "h_ptr")}
     consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
     consts |= {"STORE_RSTD": False, "BLOCK": 16384, "TAIL": 0, "VEC": 8, "PEEL": False}
+    consts |= {"SHIFT_W": False}
     specs = [
         {
             "module": "kernel_portfolio.ops.rms_norm",
@@ -1149,11 +1153,11 @@ def test_block_plan_rows_load_16_bytes_in_40_registers(has_residual):
     registers, allocated per warp in eights).
     """
     runtime = {"first_row": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
-    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
-    runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
+    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32", "ws_stride": "i32"}
+    runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "ws_ptr", "y_ptr", "h_ptr")}
     consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
     consts |= {"STORE_RSTD": False, "BLOCK": 8192, "TAIL": 0, "VEC": 8, "PEEL": False}
-    consts |= {"EARLY_W": False}  # many rows: the weight read late
+    consts |= {"SHIFT_W": False, "EARLY_W": False}  # many rows: the weight read late
     (ops,) = global_memory_ops(
         [
             {

@@ -429,11 +429,13 @@ def _fwd_block_kernel(
     x_ptr,
     r_ptr,
     w_ptr,
+    ws_ptr,
     y_ptr,
     h_ptr,
     rstd_ptr,
     first_row,
     n_cols,
+    ws_stride,
     stride_xm,
     stride_xn,
     stride_rm,
@@ -446,14 +448,16 @@ def _fwd_block_kernel(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
+    SHIFT_W: tl.constexpr,
     EARLY_W: tl.constexpr,
 ):
     """Block plan: program ``p`` takes row ``first_row + p``, held in registers.
 
     A program per row (:func:`kernel_portfolio.plans.block_launches`).
-    ``rstd_ptr`` is written only when ``STORE_RSTD``. The weight is read in
-    place, never from its shifted copies (:func:`_shifts_weight`); with the
-    row when ``EARLY_W`` (:func:`_reads_weight_early`).
+    ``rstd_ptr`` is written only when ``STORE_RSTD``. The body reads its
+    weight from the shifted copies when ``SHIFT_W`` (a full block,
+    :func:`_shifts_weight`), else in place; with the row when ``EARLY_W``
+    (:func:`_reads_weight_early`).
     """
     row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
     head = row_head(row64 * stride_xm, VEC, PEEL)
@@ -462,7 +466,7 @@ def _fwd_block_kernel(
         r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL),
         h_ptr + body_offset(row64, n_cols, head, VEC, PEEL),
         y_ptr + body_offset(row64, n_cols, head, VEC, PEEL),
-        w_ptr + head,
+        _weight_row(w_ptr, ws_ptr, head, ws_stride, VEC, SHIFT_W),
         w_ptr + head,
         head,
         body_width(n_cols, head, VEC, PEEL),
@@ -1461,10 +1465,9 @@ def _forward(
     row_strides = (strides[0], strides[2], n_cols)
     vec, peel = row_vec(x.element_size(), n_cols, row_strides, strides[1] == strides[3] == 1)
     width = _body_width(n_cols, vec, peel)
-    shift_w = (
-        not has_res
-        and plan.kind != "block"
-        and _shifts_weight(peel, weight, n_rows, n_cols, SHIFT_W_MIN_ELEMENTS)
+    full_block = plan.kind == "block" and plan.block * x.element_size() > plan_rule.MAX_BLOCK_BYTES
+    shift_w = (full_block or (not has_res and plan.kind != "block")) and _shifts_weight(
+        peel, weight, n_rows, n_cols, SHIFT_W_MIN_ELEMENTS
     )
     consts = {
         "HAS_RESIDUAL": has_res,
@@ -1485,13 +1488,16 @@ def _forward(
                     x,
                     res,
                     w,
+                    ws,
                     y,
                     hh,
                     rs,
                     first_row,
                     n_cols,
+                    ws_stride,
                     *strides,
                     eps,
+                    SHIFT_W=shift_w,
                     EARLY_W=early,
                     **flags,
                     **consts,
