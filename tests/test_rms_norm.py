@@ -378,6 +378,53 @@ def test_backward_walks_a_full_block_row_in_chunks(op, monkeypatch):
     assert block <= rms_mod.BWD_CHUNK_ELEMS * 32 * warps
 
 
+@pytest.mark.parametrize(
+    ("shape", "dtype", "without", "with_residual"),
+    [
+        # 5/8 of a block of 32768 half-precision columns is 20480: looped below.
+        ((4096, 20479), torch.bfloat16, ("looped", 8192, 8), ("looped", 8192, 8)),
+        ((4096, 20480), torch.bfloat16, ("block", 32768, 32), ("block", 32768, 16)),
+        ((4096, 30522), torch.bfloat16, ("block", 32768, 32), ("block", 32768, 16)),
+        ((4096, 32000), torch.float16, ("block", 32768, 32), ("block", 32768, 16)),
+        ((4096, 12288), torch.float32, ("block", 16384, 32), ("block", 16384, 16)),  # same bytes
+        ((8, 30522), torch.bfloat16, ("split", 4096, 8), ("split", 4096, 8)),  # few rows
+        ((4096, 8192), torch.bfloat16, ("block", 8192, 16), ("block", 8192, 16)),  # not full
+    ],
+    ids=_case_id,
+)
+def test_auto_forward_holds_five_eighths_of_a_full_block_in_one(
+    shape, dtype, without, with_residual
+):
+    """``auto``'s forwards hold a row of at least ``FULL_BLOCK_FWD_MIN_FILL``
+    of a full block (wider than ``plan_rule.MAX_BLOCK_BYTES``, at most
+    ``FULL_BLOCK_MAX_BYTES``) in one block, in ``FULL_BLOCK_FWD_WARPS`` warps
+    without a residual and the block plan's with one; few rows still split,
+    and a forced plan is launched as given."""
+    x = torch.empty(shape, dtype=dtype)
+    for has_residual, want in ((False, without), (True, with_residual)):
+        got = rms_mod._forward_plan(x, x[0], "auto", has_residual)
+        assert (got.kind, got.block, got.num_warps) == want, has_residual
+        forced = rms_mod._forward_plan(x, x[0], "looped", has_residual)
+        assert forced == plans.choose_for(x, "looped")
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_a_full_block_forward_reads_the_shifted_weight(op, device, monkeypatch):
+    """67 rows of 20481 float16 columns (more than half the SMs' count, so not
+    split) take one block of 32768 in the forward, the peeled body reading
+    the weight's shifted copies, and the looped plan in the backward; both
+    match the float64 reference (interpreter-sized: shifted copies forced)."""
+    monkeypatch.setattr(rms_mod, "SHIFT_W_MIN_ELEMENTS", 0)
+    launches = record_launches(monkeypatch, rms_mod)
+    check_op(op, *make_inputs(op, (67, 20481), torch.float16, device))
+    forward = [kw for name, _, kw in launches if name.startswith("_fwd")]
+    assert [(kw["BLOCK"], kw["SHIFT_W"], kw["num_warps"]) for kw in forward] == [
+        (32768, True, 16 if op == "residual" else rms_mod.FULL_BLOCK_FWD_WARPS)
+    ]
+    names = {name for name, _, _ in launches}
+    assert "_fwd_block_kernel" in names and "_bwd_kernel" in names
+
+
 @pytest.mark.parametrize("n_cols", [127, 1001])
 def test_partial_dweight_rows_are_written_to_their_padded_width(n_cols, device, monkeypatch):
     """The partial ``dweight`` rows are ``n_cols`` padded to 4 floats, which the
@@ -1322,14 +1369,15 @@ def test_the_forward_of_unaligned_rows_takes_fewer_warps(monkeypatch):
     chosen = plans.choose_for(x)
     assert chosen.kind == "looped" and chosen.num_warps > rms_mod.UNALIGNED_FWD_WARPS
     want = RowPlan("looped", chosen.block, rms_mod.UNALIGNED_FWD_WARPS)
-    assert rms_mod._forward_plan(x, w, "auto") == want
-    assert rms_mod._forward_plan(x, None, "auto") == chosen
-    assert rms_mod._forward_plan(x, w, "looped") == chosen
-    assert rms_mod._forward_plan(x, w, chosen) == chosen
+    assert rms_mod._forward_plan(x, w, "auto", False) == want
+    assert rms_mod._forward_plan(x, w, "auto", True) == chosen  # with a residual
+    assert rms_mod._forward_plan(x, None, "auto", False) == chosen
+    assert rms_mod._forward_plan(x, w, "looped", False) == chosen
+    assert rms_mod._forward_plan(x, w, chosen, False) == chosen
     aligned = torch.empty(4096, 50256, dtype=torch.bfloat16)
-    assert rms_mod._forward_plan(aligned, w[:-1], "auto") == plans.choose_for(aligned)
-    narrow = torch.empty(4096, 30522, dtype=torch.bfloat16)  # 8 warps already
-    assert rms_mod._forward_plan(narrow, w[:30522], "auto") == plans.choose_for(narrow)
+    assert rms_mod._forward_plan(aligned, w[:-1], "auto", False) == plans.choose_for(aligned)
+    narrow = torch.empty(4096, 20001, dtype=torch.bfloat16)  # 8 warps already
+    assert rms_mod._forward_plan(narrow, w[:20001], "auto", False) == plans.choose_for(narrow)
 
     def warps(call) -> list[tuple[str, int]]:
         return [

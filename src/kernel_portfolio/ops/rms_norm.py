@@ -80,15 +80,17 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   loads and partial ``dweight`` stores are not 16-byte aligned and move one
   element an instruction; the weight comes from L1/L2, a partial ``dweight``
   row is written once a program. A large peeled looped or split forward
-  without a residual (:data:`SHIFT_W_MIN_ELEMENTS`), or a large peeled
-  backward (:data:`SHIFT_W_BWD_MIN_ELEMENTS`), first copies the weight into
+  without a residual or full block forward (:data:`SHIFT_W_MIN_ELEMENTS`),
+  or a large peeled backward (:data:`SHIFT_W_BWD_MIN_ELEMENTS`), first
+  copies the weight into
   ``VEC`` rows, row ``h`` starting at column ``h`` (``_shift_weight_kernel``),
   and a row whose head is ``h`` reads its body's weight from row ``h``, in
   16-byte vectors. The partial ``dweight`` rows are ``N``
   padded to a multiple of 4 floats, so that the reduction reads 16-byte
   vectors at any ``N``. ``auto``'s looped forward of such rows with a weight
-  and without a residual runs in at most :data:`UNALIGNED_FWD_WARPS` warps
-  (:func:`_forward_plan`); its backward keeps the plan's.
+  and without a residual runs in at most :data:`UNALIGNED_FWD_WARPS` warps,
+  and a row that fills :data:`FULL_BLOCK_FWD_MIN_FILL` of a full block is
+  held in one (:func:`_forward_plan`); the backward keeps the plan's.
 
 Specialisation, as in the other row operators. Compile-time values: the
 dtypes, ``HAS_RESIDUAL``, ``HAS_WEIGHT``, ``HAS_DH``, ``STORE_RSTD``,
@@ -1324,7 +1326,7 @@ def _partial_rows(
 
 
 #: Least ``rows * columns`` of a peeled RMSNorm forward (no residual, looped or
-#: split plan) for which the weight is first copied into ``VEC`` rows, each
+#: split plan; or a full block) for which the weight is first copied into ``VEC`` rows, each
 #: shifted by one more column (:func:`_shifted_weight`), so that every row's
 #: body reads its weight in 16-byte vectors. The copy is one more launch (about
 #: 2-3 us) and ``VEC`` weights of bytes; the gain is a row's worth of narrow
@@ -1334,8 +1336,12 @@ def _partial_rows(
 #: columns and 4% at 512x30522 (15.6 M elements), and cost 1-45% below 5 M
 #: elements. Where they gain nothing they stay off: the block plan (4097
 #: columns: 1.5-3% slower at 4096 and 16384 rows, already within 5% of its
-#: aligned neighbour's bandwidth) and the residual forward (0.96-1.05 of
-#: without: its two inputs and two outputs dwarf the weight's loads).
+#: aligned neighbour's bandwidth) and the looped residual forward (0.96-1.05
+#: of without: its two inputs and two outputs dwarf the weight's loads). A
+#: full block (wider than ``plan_rule.MAX_BLOCK_BYTES``) reads them with or
+#: without a residual: in the A/B of :data:`FULL_BLOCK_FWD_MIN_FILL` its peeled
+#: rows ran 4-11% slower without them (RMSNorm, 32 warps) and 7-10% slower
+#: with a residual (16 warps), at 20001 to 32001 columns.
 SHIFT_W_MIN_ELEMENTS = 1 << 23
 #: The same for the backward (any plan, with or without a residual): the copies
 #: took 5-6% off 4096 and 16384 rows of 50257 columns and 2% off 4096x151937,
@@ -1407,26 +1413,62 @@ def _shifted_weight(weight: torch.Tensor, n_cols: int, vec: int) -> tuple[torch.
 UNALIGNED_FWD_WARPS = 8
 
 
-def _forward_plan(
-    x: torch.Tensor, weight: torch.Tensor | None, plan: str | plans.RowPlan
-) -> plans.RowPlan:
-    """The forward's plan (no residual): ``plans.choose_for``, with fewer warps on unaligned rows.
+#: ``auto``'s forwards (:func:`_forward_plan`) hold a row of up to
+#: ``plan_rule.FULL_BLOCK_MAX_BYTES`` in one block where it fills at least this
+#: share of the block, below ``plan_rule.FULL_BLOCK_MIN_FILL`` (which the
+#: softmax forward sets): looped, they read the row twice. On the H100
+#: (bfloat16, 4096 and 16384 rows, cold L2:
+#: ``results/h100-80gb-hbm3/checks/wide-norm-ab-20261207T0350Z.log``; the
+#: script: ``git show 7e762e2:scripts/wide_norm_ab.py``) one block of 32768
+#: columns, peeled rows reading the weight's shifted copies, beat the looped
+#: plan at every width timed from 24576 columns (75% full) up, with and
+#: without a residual and at odd widths (the RMSNorm forward in 0.80-0.92 of
+#: the looped plan's time at 24577 and 30522 columns), and ran level with it
+#: (RMSNorm) or faster (residual) at 20000 and 20001 (61%).
+FULL_BLOCK_FWD_MIN_FILL = 5 / 8
+#: Warps of such a block in the forward without a residual (same log): 32
+#: beat 16 at every odd width (at 20001 columns by 14-15%) and were level
+#: or up to 3% faster at the aligned ones. With a residual the plan's 16 were
+#: level with 32.
+FULL_BLOCK_FWD_WARPS = 32
 
-    ``auto``'s looped plan of rows whose width is not a multiple of a 16-byte
-    vector (the peeled rows of contiguous inputs), with a weight, takes at
-    most :data:`UNALIGNED_FWD_WARPS` warps. A forced plan (a kind or a
+
+def _forward_plan(
+    x: torch.Tensor, weight: torch.Tensor | None, plan: str | plans.RowPlan, has_residual: bool
+) -> plans.RowPlan:
+    """A forward's plan: ``plans.choose_for``, with ``auto``'s full blocks and forward warps.
+
+    ``auto`` holds a row of a full block (wider than
+    ``plan_rule.MAX_BLOCK_BYTES``, at most ``plan_rule.FULL_BLOCK_MAX_BYTES``)
+    that fills at least :data:`FULL_BLOCK_FWD_MIN_FILL` of it in one block,
+    unless its rows are few enough to split; without a residual the block
+    runs in :data:`FULL_BLOCK_FWD_WARPS` warps. ``auto``'s looped plan of
+    rows whose width is not a multiple of a 16-byte vector (the peeled rows
+    of contiguous inputs), with a weight and no residual, takes at most
+    :data:`UNALIGNED_FWD_WARPS` warps. The backward keeps
+    ``plans.choose_for``'s plan. A forced plan (a kind or a
     :class:`~kernel_portfolio.plans.RowPlan`) is launched as given, and so is
     a symbolic width (``torch.compile`` with dynamic shapes), so that the
     graph does not guard on it.
     """
     chosen = plans.choose_for(x, plan)
     n_cols = x.shape[-1]
+    if plan != "auto" or type(n_cols) is not int or chosen.kind == "split":
+        return chosen
+    width_bytes = (1 << (n_cols - 1).bit_length()) * x.element_size()
     if (
-        plan == "auto"
+        plan_rule.MAX_BLOCK_BYTES < width_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
+        and n_cols * x.element_size() >= FULL_BLOCK_FWD_MIN_FILL * width_bytes
+    ):
+        block = plans.choose_for(x, "block")
+        if has_residual:
+            return block
+        return dataclasses.replace(block, num_warps=FULL_BLOCK_FWD_WARPS)
+    if (
+        not has_residual
         and weight is not None
         and chosen.kind == "looped"
         and chosen.num_warps > UNALIGNED_FWD_WARPS
-        and type(n_cols) is int
         and n_cols * x.element_size() % 16
     ):
         return dataclasses.replace(chosen, num_warps=UNALIGNED_FWD_WARPS)
@@ -1748,7 +1790,7 @@ def _rms_norm_op(
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    plan = _forward_plan(x, weight, plans.from_op_args(kind, block, num_warps, splits))
+    plan = _forward_plan(x, weight, plans.from_op_args(kind, block, num_warps, splits), False)
     y, _, rstd = _rms_norm(x, None, weight, eps, plan, x, keep_rstd=True)
     return y, rstd
 
@@ -1764,7 +1806,7 @@ def _residual_rms_norm_op(
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
+    plan = _forward_plan(x, weight, plans.from_op_args(kind, block, num_warps, splits), True)
     return _rms_norm(x, residual, weight, eps, plan, x, keep_rstd=True)
 
 
@@ -1876,7 +1918,7 @@ class _RMSNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps, plan):
-        fwd_plan = _forward_plan(x, weight, plan)
+        fwd_plan = _forward_plan(x, weight, plan, False)
         y, rstd = _FORWARD_REPLAYS.call(_forward_direct, (x, None, weight), (eps, fwd_plan, True))
         ctx.save_for_backward(x, weight, rstd)
         ctx.plan = plans.choose_for(x, plan)
@@ -1895,11 +1937,11 @@ class _ResidualRMSNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, residual, weight, eps, plan):
-        plan = plans.choose_for(x, plan)
+        fwd_plan = _forward_plan(x, weight, plan, True)
         tensors = (x, residual, weight)
-        y, h, rstd = _FORWARD_REPLAYS.call(_forward_direct, tensors, (eps, plan, True))
+        y, h, rstd = _FORWARD_REPLAYS.call(_forward_direct, tensors, (eps, fwd_plan, True))
         ctx.save_for_backward(h, weight, rstd)
-        ctx.plan = plan
+        ctx.plan = plans.choose_for(x, plan)
         return y, h
 
     @staticmethod
@@ -1996,7 +2038,8 @@ def _rms_norm_checked(x, weight, eps, plan) -> torch.Tensor:
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, weight):
-        return _forward_direct(x, None, weight, eps, _forward_plan(x, weight, plan), False)[0]
+        fwd_plan = _forward_plan(x, weight, plan, False)
+        return _forward_direct(x, None, weight, eps, fwd_plan, False)[0]
     if eager_route():
         return _RMSNorm.apply(x, weight, eps, plan)
     y, _ = torch.ops.kp.rms_norm(plans.as_rows(x), weight, eps, *plans.to_op_args(plan))
@@ -2063,7 +2106,9 @@ def _residual_rms_norm_checked(x, residual, weight, eps, plan) -> tuple[torch.Te
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, residual, weight):
-        return _forward_direct(x, residual, weight, eps, plans.choose_for(x, plan), False)
+        return _forward_direct(
+            x, residual, weight, eps, _forward_plan(x, weight, plan, True), False
+        )
     if eager_route():
         return _ResidualRMSNorm.apply(x, residual, weight, eps, plan)
     x2d, r2d = plans.as_rows(x), plans.as_rows(residual)
