@@ -683,10 +683,10 @@ def _matmul_ws_kernel(
     for another group's warps: the Triton kernel's warps all meet at one
     every ``K`` step.
     """
-    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    SUB_M: gl.constexpr = 64
     CONSUMERS: gl.constexpr = BLOCK_M // SUB_M
-    # A's rows a box (the launcher's choice): a stage holds BLOCK_M // A_BOX boxes.
-    A_BOX: gl.constexpr = a_desc.block_type.shape[1 if A_COL_MAJOR else 0]
+    # A in one box a stage, or one a consumer where BLOCK_M is no power of two.
+    A_BOX: gl.constexpr = SUB_M if BLOCK_M % 128 else BLOCK_M
     dtype: gl.constexpr = c_desc.dtype
     shape_a: gl.constexpr = [STAGES * BLOCK_M // A_BOX] + a_desc.block_type.shape
     a_bufs = gl.allocate_shared_memory(dtype, shape_a, a_desc.layout)
@@ -852,10 +852,9 @@ class TmaTile:
         A tile of the Gluon kernel: ``128x128x64 s6 gluon``.
         """
         cols = f"{self.block_n}+{self.block_n2}" if self.block_n2 else f"{self.block_n}"
-        size = f"{self.block_m}x{cols}x{self.block_k}"
-        name = (
-            f"{size} s{self.stages} gluon" if self.gluon else f"{size} w{self.warps} s{self.stages}"
-        )
+        name = f"{self.block_m}x{cols}x{self.block_k} w{self.warps} s{self.stages}"
+        if self.gluon:
+            name = f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
         return name + f" e{self.epilogue_split}" * (self.epilogue_split > 1) + " sw" * self.swap_ab
 
     def launch_args(self) -> dict:
