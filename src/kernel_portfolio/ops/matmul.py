@@ -1164,8 +1164,38 @@ def _tma_plan(M, N, K, num_sms: int, split_columns: bool = True) -> TmaPlan:
             break
         if best is None or _fills_better(items, num_sms, best[1]):
             best = (TmaPlan(tile, split), items)
+    if best[0].split_k == 1:
+        best = _gluon_split(best, bucket, M, N, K, num_sms)
     plan = TmaPlan(_one_wave(best[0].tile, best[1], num_sms), best[0].split_k)
     return _column_split(plan, M, N, K, num_sms) if split_columns else plan
+
+
+def _gluon_split(best, bucket, M, N, K, num_sms: int):
+    """``best`` (a plan and its work items), or a Gluon tile split in runs of ``K`` in its place.
+
+    Where ``K`` is long and ``best``'s waves spend more than
+    ``1 - gemm_rule.GLUON_SPLIT_BELOW`` of their slots' area outside the
+    output (rows past ``M``, columns past ``N``, idle SMs of a last wave):
+    the first of ``gemm_rule.GLUON_SPLIT_TILES`` whose tiles fill the waves
+    only when split, in the fewest runs of at least
+    ``gemm_rule.GLUON_SPLIT_RUN`` that fill them.
+    """
+    plan, items = best
+    area = plan.tile.block_m * plan.tile.tile_n
+    slots = plans.cdiv(items, num_sms) * num_sms
+    below = round(100 * gemm_rule.GLUON_SPLIT_BELOW)
+    if bucket > gemm_rule.GLUON_SPLIT_MAX_M or below * slots * area <= 100 * M * N:
+        return best
+    most = min(4, K // gemm_rule.GLUON_SPLIT_RUN)
+    for name in gemm_rule.GLUON_SPLIT_TILES:
+        tile = _TILES_BY_NAME[name]
+        tiles = tile.count(M, N)
+        if _fills(tiles, num_sms, gemm_rule.WAVE_FILL):
+            continue
+        for runs in range(2, most + 1):
+            if _fills(tiles * runs, num_sms, gemm_rule.WAVE_FILL):
+                return TmaPlan(tile, runs), tiles * runs
+    return best
 
 
 def _one_wave(tile: TmaTile, items, num_sms: int) -> TmaTile:
