@@ -170,20 +170,6 @@ ONE_WAVE_TILES = {
 #: 14336: 1.08 times as fast), and 1-2% slower at 384 x 14336.
 COLUMN_SPLIT_FILL = 0.96
 
-#: Split-K in the Gluon kernel (``matmul._gluon_split``): where ``K`` holds at
-#: least two runs of :data:`GLUON_SPLIT_RUN`, the ``M`` bucket is at most
-#: :data:`GLUON_SPLIT_MAX_M`, and the plan's unsplit tile keeps less than
-#: :data:`GLUON_SPLIT_BELOW` of the SMs' time on output rows and columns (its
-#: waves' slots times its tile's area, against ``M x N``), the first of
-#: these tiles that fills the waves only when split, split into the fewest
-#: runs that fill them, runs instead. From the A/B
-#: ``results/h100-80gb-hbm3/checks/gemm-split-ab-20261207T0828Z.log``
-#: (experiment: ``scripts/gemm_split_rule_ab.py`` decides).
-GLUON_SPLIT_TILES = ("128x128x64 s6 gluon", "128x256x64 s3 gluon", "192x128x64 s4 gluon")
-GLUON_SPLIT_RUN = 7168
-GLUON_SPLIT_MAX_M = 512
-GLUON_SPLIT_BELOW = 0.9
-
 #: Split-K (``_split_k``): the shortest run of ``K`` worth splitting off. From
 #: ``scripts/gemm_tune.py`` (the sweep above: the summary's fitted constants;
 #: the sweep times every tile at every count up to its ``MAX_SPLIT`` that
