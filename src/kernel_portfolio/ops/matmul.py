@@ -43,7 +43,9 @@ Three kernels, chosen by the launcher:
   and hand each stage back on an mbarrier, with no barrier between the
   groups, and each stores its rows while the loader fills the next tile's
   stages. Its tiles (:attr:`TmaTile.gluon`) keep more stages in flight than
-  the Triton kernel's tiles of their size, and never split ``K``. Where
+  the Triton kernel's tiles of their size, and never split ``K``. In both
+  kernels the last row of tiles ends at ``M`` (:func:`_row_start`), inside
+  ``A``, where ``M`` holds a tile's rows. Where
   ``torch.compile`` or another tracer reaches either Hopper kernel, it runs
   through a custom op of its own, ``kp::matmul_tma``: Triton's
   ``wrap_triton`` takes neither Gluon kernels nor descriptors built on the
@@ -177,6 +179,22 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     group_rows = min(num_pid_m - first_m, GROUP_M)
     local = tile_id - group * tiles_per_group
     return first_m + local % group_rows, local // group_rows
+
+
+@triton.jit
+def _row_start(pid_m, M, BLOCK_M: tl.constexpr):
+    """The first output row of row ``pid_m`` of tiles: the last row of tiles ends at ``M``.
+
+    Where ``M`` is at least ``BLOCK_M``, the last row of tiles starts at
+    ``M - BLOCK_M`` rather than past the rows before it, so that every box of
+    ``A`` it loads lies inside ``A``; the rows it shares with the row of
+    tiles before are computed twice, to the same values (the same products
+    in the same order), and stored twice. A last row of tiles mostly past
+    ``M`` ran far slower than a full one, the same tiles
+    (``results/h100-80gb-hbm3/checks/gemm-shift-ab-20261207T0838Z.log``: the
+    Gluon 128x128 tile at 400x4096x14336 1.5 times as fast shifted).
+    """
+    return tl.maximum(tl.minimum(pid_m * BLOCK_M, M - BLOCK_M), 0)
 
 
 #: The pointer kernel's runtime sizes and strides, none specialised by Triton
@@ -337,7 +355,6 @@ def _matmul_tma_kernel(
     PARTIALS: tl.constexpr,
     SWAP_AB: tl.constexpr,
     BLOCK_N2: tl.constexpr,
-    SHIFT_M: tl.constexpr = False,
 ):
     """Persistent GEMM through tensor descriptors (Hopper's copy engine).
 
@@ -398,9 +415,7 @@ def _matmul_tma_kernel(
             k_first = run * k_tiles // split_k
             k_end = (run + 1) * k_tiles // split_k
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        if SHIFT_M:
-            off_m = tl.maximum(tl.minimum(off_m, M - BLOCK_M), 0)
+        off_m = _row_start(pid_m, M, BLOCK_M)
         off_n = pid_n * TILE_N
         if SWAP_AB:
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -429,9 +444,7 @@ def _matmul_tma_kernel(
         if PARTIALS:
             tile = epilogue_item % num_tiles
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        if SHIFT_M:
-            off_m = tl.maximum(tl.minimum(off_m, M - BLOCK_M), 0)
+        off_m = _row_start(pid_m, M, BLOCK_M)
         off_n = pid_n * TILE_N
         if PARTIALS:
             # Partial tiles are whole BLOCK_M x BLOCK_N blocks, tile by tile and
@@ -484,7 +497,6 @@ def _ws_loader(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    SHIFT_M: gl.constexpr,
 ):
     """The loader warp: each tile's ``K`` steps into the ring, as its consumers free stages.
 
@@ -503,9 +515,7 @@ def _ws_loader(
     count = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        if SHIFT_M:
-            off_m = gl.maximum(gl.minimum(off_m, M - BLOCK_M), 0)
+        off_m = _row_start(pid_m, M, BLOCK_M)
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
         for off_k in range(0, K, BLOCK_K):
             s = count % STAGES
@@ -559,7 +569,6 @@ def _ws_consumer(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    SHIFT_M: gl.constexpr,
 ):
     """A consumer warpgroup: rows ``PART * SUB_M`` on of every tile, and their store.
 
@@ -623,10 +632,7 @@ def _ws_consumer(
             count += 1
         acc, acc2 = warpgroup_mma_wait(0, deps=[acc, acc2])
         mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
-        off_m = pid_m * BLOCK_M
-        if SHIFT_M:
-            off_m = gl.maximum(gl.minimum(off_m, M - BLOCK_M), 0)
-        off_m += PART * SUB_M
+        off_m = _row_start(pid_m, M, BLOCK_M) + PART * SUB_M
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
         if EPI_N == BLOCK_N:
             tma.store_wait(0)  # the previous tile's stores have left c_smem and c2_smem
@@ -676,7 +682,6 @@ def _matmul_ws_kernel(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    SHIFT_M: gl.constexpr = False,
 ):
     """Persistent GEMM, warp-specialised: a loader warp and a consumer warpgroup per 64 rows.
 
@@ -696,10 +701,10 @@ def _matmul_ws_kernel(
     for another group's warps: the Triton kernel's warps all meet at one
     every ``K`` step.
     """
-    SUB_M: gl.constexpr = 64
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
     CONSUMERS: gl.constexpr = BLOCK_M // SUB_M
-    # A in one box a stage, or one a consumer where BLOCK_M is no power of two.
-    A_BOX: gl.constexpr = SUB_M if BLOCK_M % 128 else BLOCK_M
+    # A's rows a box (the launcher's choice): a stage holds BLOCK_M // A_BOX boxes.
+    A_BOX: gl.constexpr = a_desc.block_type.shape[1 if A_COL_MAJOR else 0]
     dtype: gl.constexpr = c_desc.dtype
     shape_a: gl.constexpr = [STAGES * BLOCK_M // A_BOX] + a_desc.block_type.shape
     a_bufs = gl.allocate_shared_memory(dtype, shape_a, a_desc.layout)
@@ -739,19 +744,19 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
                      0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
                     (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
                      BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
                      1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
             ],
             [1, 4],
@@ -764,25 +769,25 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
                      0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
                     (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
                      BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
                      1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c2, d2, M, N, K,
                      2, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
             ],
             [1, 4, 4],
@@ -865,9 +870,10 @@ class TmaTile:
         A tile of the Gluon kernel: ``128x128x64 s6 gluon``.
         """
         cols = f"{self.block_n}+{self.block_n2}" if self.block_n2 else f"{self.block_n}"
-        name = f"{self.block_m}x{cols}x{self.block_k} w{self.warps} s{self.stages}"
-        if self.gluon:
-            name = f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
+        size = f"{self.block_m}x{cols}x{self.block_k}"
+        name = (
+            f"{size} s{self.stages} gluon" if self.gluon else f"{size} w{self.warps} s{self.stages}"
+        )
         return name + f" e{self.epilogue_split}" * (self.epilogue_split > 1) + " sw" * self.swap_ab
 
     def launch_args(self) -> dict:
@@ -1387,7 +1393,6 @@ def _launch_tma(
     (M, K), N = a.shape, b.shape[1]
     descriptors = _descriptors(a, b, out, tile, layouts)
     layout_args = {"A_COL_MAJOR": layouts[0][0], "B_COL_MAJOR": layouts[1][0], "NUM_SMS": num_sms}
-    layout_args["SHIFT_M"] = SHIFT_ROWS
     if tile.gluon:
         launchable(_matmul_ws_kernel)[(num_sms,)](
             *descriptors, M, N, K, **layout_args, **tile.launch_args()
@@ -1413,10 +1418,6 @@ def _launch_tma(
         **tile.launch_args(),
     )
 
-
-#: Experiment (scripts/gemm_shift_ab.py): the last row of tiles starts at
-#: ``M - BLOCK_M``, inside ``A``, where ``M`` is at least a tile's rows.
-SHIFT_ROWS = False
 
 #: Rows of a consumer warpgroup of :func:`_matmul_ws_kernel` (a wgmma takes 64 rows a
 #: warpgroup): its output boxes, and its boxes of ``A`` where a tile's rows are no power of two.
