@@ -43,11 +43,9 @@ Three kernels, chosen by the launcher:
   and hand each stage back on an mbarrier, with no barrier between the
   groups, and each stores its rows while the loader fills the next tile's
   stages. Its tiles (:attr:`TmaTile.gluon`) keep more stages in flight than
-  the Triton kernel's tiles of their size; the plan never splits their
-  ``K`` (a forced plan may: each consumer counts its float32 partial in,
-  and the last run of a tile adds them). In both kernels the last row of
-  tiles ends at ``M`` (:func:`_row_start`), inside ``A``, where ``M`` holds
-  a tile's rows. Where
+  the Triton kernel's tiles of their size, and never split ``K``. In both
+  kernels the last row of tiles ends at ``M`` (:func:`_row_start`), inside
+  ``A``, where ``M`` holds a tile's rows. Where
   ``torch.compile`` or another tracer reaches either Hopper kernel, it runs
   through a custom op of its own, ``kp::matmul_tma``: Triton's
   ``wrap_triton`` takes neither Gluon kernels nor descriptors built on the
@@ -479,31 +477,6 @@ def _matmul_tma_kernel(
 
 
 @gluon.jit
-def _ws_items(num_tiles, split_k, PARTIALS: gl.constexpr):
-    """The Gluon kernel's work items: its tiles, times the runs of ``K`` under ``PARTIALS``."""
-    if PARTIALS:
-        return num_tiles * split_k
-    return num_tiles
-
-
-@gluon.jit
-def _ws_item(item, num_tiles, K, split_k, BLOCK_K: gl.constexpr, PARTIALS: gl.constexpr):
-    """Work item ``item``'s output tile and the offsets of ``K`` its run starts and ends at.
-
-    Under ``PARTIALS`` the items are run ``r`` of every tile before run
-    ``r + 1``, each run whole ``BLOCK_K`` steps, as even as they divide (as
-    in :func:`_matmul_tma_kernel`); without it, an item is a tile and all of
-    ``K``.
-    """
-    if PARTIALS:
-        k_tiles = gl.cdiv(K, BLOCK_K)
-        run = item // num_tiles
-        k_first = run * k_tiles // split_k * BLOCK_K
-        return item % num_tiles, k_first, (run + 1) * k_tiles // split_k * BLOCK_K
-    return item, 0, K
-
-
-@gluon.jit
 def _ws_loader(
     a_desc,
     b_desc,
@@ -516,7 +489,6 @@ def _ws_loader(
     M,
     N,
     K,
-    split_k,
     BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
     BLOCK_N2: gl.constexpr,
@@ -525,9 +497,8 @@ def _ws_loader(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    PARTIALS: gl.constexpr,
 ):
-    """The loader warp: each work item's ``K`` steps into the ring, as its consumers free stages.
+    """The loader warp: each tile's ``K`` steps into the ring, as its consumers free stages.
 
     A stage holds ``B``'s block and ``A``'s rows in boxes of ``A_BOX`` rows:
     one box of a 128-row tile, a box a consumer of a 192-row tile (the copy
@@ -541,14 +512,12 @@ def _ws_loader(
     b_bytes: gl.constexpr = b_desc.block_type.nbytes + (
         b2_desc.block_type.nbytes if BLOCK_N2 else 0
     )
-    num_tiles = num_pid_m * num_pid_n
     count = 0
-    for item in range(gl.program_id(0), _ws_items(num_tiles, split_k, PARTIALS), NUM_SMS):
-        tile, k_first, k_end = _ws_item(item, num_tiles, K, split_k, BLOCK_K, PARTIALS)
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = _row_start(pid_m, M, BLOCK_M)
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
-        for off_k in range(k_first, k_end, BLOCK_K):
+        for off_k in range(0, K, BLOCK_K):
             s = count % STAGES
             # A fresh mbarrier counts as having completed the phase before its first.
             mbarrier.wait(empty.index(s), ((count // STAGES) & 1) ^ 1)
@@ -588,12 +557,9 @@ def _ws_consumer(
     c2_desc,
     c_smem,
     c2_smem,
-    ws_ptr,
-    count_ptr,
     M,
     N,
     K,
-    split_k,
     PART: gl.constexpr,
     BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
@@ -603,7 +569,6 @@ def _ws_consumer(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    PARTIALS: gl.constexpr,
 ):
     """A consumer warpgroup: rows ``PART * SUB_M`` on of every tile, and their store.
 
@@ -613,9 +578,7 @@ def _ws_consumer(
     through shared memory and the copy engine, the store of one tile in
     flight while the next tile's ``K`` loop runs; a split epilogue (the
     tile's one-wave form) stores its parts one after another through one
-    buffer of half the tile's width. Under ``PARTIALS`` a work item is a run
-    of ``K`` (:func:`_ws_item`), and only the last run of a tile to finish
-    stores it (:func:`_ws_add_partials`).
+    buffer of half the tile's width.
     """
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     BOXES: gl.constexpr = a_bufs.type.shape[0] // STAGES
@@ -640,15 +603,13 @@ def _ws_consumer(
     IN_FLIGHT: gl.constexpr = 2 if BLOCK_N2 else 1
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N + BLOCK_N2)
-    num_tiles = num_pid_m * num_pid_n
     count = 0
-    for item in range(gl.program_id(0), _ws_items(num_tiles, split_k, PARTIALS), NUM_SMS):
-        tile, k_first, k_end = _ws_item(item, num_tiles, K, split_k, BLOCK_K, PARTIALS)
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         acc = gl.zeros((SUB_M, BLOCK_N), dtype=gl.float32, layout=layout)
         acc2 = gl.zeros((SUB_M, N2), dtype=gl.float32, layout=layout2)
         first = count
-        for _ in range(k_first, k_end, BLOCK_K):
+        for _ in range(0, K, BLOCK_K):
             s = count % STAGES
             mbarrier.wait(ready.index(s), (count // STAGES) & 1)
             if A_COL_MAJOR:
@@ -673,66 +634,24 @@ def _ws_consumer(
         mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
         off_m = _row_start(pid_m, M, BLOCK_M) + PART * SUB_M
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
-        store = True
-        if PARTIALS:
-            acc, store = _ws_add_partials(
-                acc, ws_ptr, count_ptr, tile, item // num_tiles, split_k, PART, BLOCK_M
-            )
-        if store:
-            if EPI_N == BLOCK_N:
-                tma.store_wait(0)  # the previous tile's stores have left c_smem and c2_smem
-                c_smem.store(acc.to(c_desc.dtype))
-                if BLOCK_N2:
-                    c2_smem.store(acc2.to(c_desc.dtype))
-                fence_async_shared()
-                tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
-                if BLOCK_N2:
-                    tma.async_copy_shared_to_global(c2_desc, [off_m, off_n + BLOCK_N], c2_smem)
-            else:
-                # Both halves of the accumulator, then the second accumulator, one
-                # after another through the one buffer of EPI_N columns.
-                lo, hi = gl.split(acc.reshape([SUB_M, 2, EPI_N]).permute((0, 2, 1)))
-                _ws_store(c_desc, c_smem, lo, off_m, off_n)
-                _ws_store(c_desc, c_smem, hi, off_m, off_n + EPI_N)
-                if BLOCK_N2:
-                    _ws_store(c2_desc, c_smem, acc2, off_m, off_n + BLOCK_N)
+        if EPI_N == BLOCK_N:
+            tma.store_wait(0)  # the previous tile's stores have left c_smem and c2_smem
+            c_smem.store(acc.to(c_desc.dtype))
+            if BLOCK_N2:
+                c2_smem.store(acc2.to(c_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+            if BLOCK_N2:
+                tma.async_copy_shared_to_global(c2_desc, [off_m, off_n + BLOCK_N], c2_smem)
+        else:
+            # Both halves of the accumulator, then the second accumulator, one
+            # after another through the one buffer of EPI_N columns.
+            lo, hi = gl.split(acc.reshape([SUB_M, 2, EPI_N]).permute((0, 2, 1)))
+            _ws_store(c_desc, c_smem, lo, off_m, off_n)
+            _ws_store(c_desc, c_smem, hi, off_m, off_n + EPI_N)
+            if BLOCK_N2:
+                _ws_store(c2_desc, c_smem, acc2, off_m, off_n + BLOCK_N)
     tma.store_wait(0)
-
-
-@gluon.jit
-def _ws_add_partials(
-    acc, ws_ptr, count_ptr, tile, run, split_k, PART: gl.constexpr, BLOCK_M: gl.constexpr
-):
-    """Count a consumer's float32 partial of a run of ``K`` in; the last of a tile's runs adds them.
-
-    The consumer stores ``acc`` (its rows ``PART * SUB_M`` on of the tile) in
-    the workspace ``ws_ptr`` (one whole ``BLOCK_M x BLOCK_N`` block a tile and
-    run, tile-major, as :func:`_matmul_tma_kernel`'s), then counts itself in
-    on its rows' counter (``count_ptr[tile * consumers + PART]``, 0 between
-    launches), its stores released with the count. Returns the tile's sum of
-    the ``split_k`` partials of these rows in run order (the same sum
-    whichever run finishes last) and True for the run that counted last,
-    which also sets the counter back to 0; ``acc`` and False for the others.
-    No consumer waits for another.
-    """
-    SUB_M: gl.constexpr = acc.shape[0]
-    BLOCK_N: gl.constexpr = acc.shape[1]
-    layout: gl.constexpr = acc.type.layout
-    rows = PART * SUB_M + gl.arange(0, SUB_M, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, layout))
-    in_tile = rows[:, None] * BLOCK_N + cols[None, :]
-    partials = ws_ptr + tile.to(gl.int64) * split_k * (BLOCK_M * BLOCK_N)
-    gl.store(partials + run * (BLOCK_M * BLOCK_N) + in_tile, acc)
-    gl.thread_barrier()  # every thread's stores before the count
-    counter = count_ptr + tile * (BLOCK_M // SUB_M) + PART
-    last = gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == split_k - 1
-    if last:
-        acc = gl.zeros((SUB_M, BLOCK_N), dtype=gl.float32, layout=layout)
-        for r in range(split_k):
-            # .cg: from the L2, where the other runs' stores are, never a stale L1 line.
-            acc += gl.load(partials + r * (BLOCK_M * BLOCK_N) + in_tile, cache_modifier=".cg")
-        gl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
-    return acc, last
 
 
 @gluon.jit
@@ -744,19 +663,16 @@ def _ws_store(c_desc, c_smem, part, off_m, off_n):
     tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
 
 
-@gluon.jit(do_not_specialize=["M", "N", "K", "split_k"])
+@gluon.jit(do_not_specialize=["M", "N", "K"])
 def _matmul_ws_kernel(
     a_desc,
     b_desc,
     c_desc,
     b2_desc,
     c2_desc,
-    ws_ptr,
-    count_ptr,
     M,
     N,
     K,
-    split_k,
     BLOCK_M: gl.constexpr,
     BLOCK_N: gl.constexpr,
     BLOCK_N2: gl.constexpr,
@@ -766,16 +682,12 @@ def _matmul_ws_kernel(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    PARTIALS: gl.constexpr,
 ):
     """Persistent GEMM, warp-specialised: a loader warp and a consumer warpgroup per 64 rows.
 
-    The programs walk the output tiles, or under ``PARTIALS`` the runs of
-    ``K`` of each (split-K, with :func:`_matmul_tma_kernel`'s workspace and a
-    counter a consumer warpgroup of each tile: :func:`_ws_add_partials`), as
-    that kernel does, with its arguments (less swapped tiles and the
-    epilogue's options: the launcher's :func:`_descriptors` gives it its own
-    boxes), and
+    The programs walk the output tiles as :func:`_matmul_tma_kernel` does,
+    with its arguments (less split-K, swapped tiles and the epilogue's
+    options: the launcher's :func:`_descriptors` gives it its own boxes), and
     ``num_warps=4``: the default partition is the first consumer warpgroup,
     and the loader warp and the other consumer warpgroups (one for a
     128-row tile, two for a 192-row tile) are worker partitions beside it (a
@@ -830,21 +742,21 @@ def _matmul_ws_kernel(
             [
                 (
                     _ws_consumer,
-                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, ws_ptr,
-                     count_ptr, M, N, K, split_k, 0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K,
-                     GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS, PARTIALS),
+                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
+                     0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
                     (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
-                     split_k, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR,
-                     B_COL_MAJOR, NUM_SMS, PARTIALS),
+                     BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
-                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, ws_ptr,
-                     count_ptr, M, N, K, split_k, 1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K,
-                     GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS, PARTIALS),
+                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
+                     1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
             ],
             [1, 4],
@@ -855,27 +767,27 @@ def _matmul_ws_kernel(
             [
                 (
                     _ws_consumer,
-                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, ws_ptr,
-                     count_ptr, M, N, K, split_k, 0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K,
-                     GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS, PARTIALS),
+                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
+                     0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
                     (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
-                     split_k, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR,
-                     B_COL_MAJOR, NUM_SMS, PARTIALS),
+                     BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
-                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, ws_ptr,
-                     count_ptr, M, N, K, split_k, 1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K,
-                     GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS, PARTIALS),
+                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
+                     1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
-                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c2, d2, ws_ptr,
-                     count_ptr, M, N, K, split_k, 2, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K,
-                     GROUP_M, A_COL_MAJOR, B_COL_MAJOR, NUM_SMS, PARTIALS),
+                    (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c2, d2, M, N, K,
+                     2, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
+                     NUM_SMS),
                 ),
             ],
             [1, 4, 4],
@@ -919,8 +831,7 @@ class TmaTile:
         gluon: The warp-specialised Gluon kernel (:func:`_matmul_ws_kernel`:
             a loader warp and two consumer warpgroups, ``stages`` its ring of
             stages; ``warps`` is 4, a warpgroup) instead of the Triton kernel
-            (:func:`_matmul_tma_kernel`). The plan never splits ``K`` for
-            such a tile (:func:`_split_k`); a forced plan may.
+            (:func:`_matmul_tma_kernel`). Such a tile never splits ``K``.
     """
 
     block_m: int
@@ -944,12 +855,13 @@ class TmaTile:
 
     @property
     def splits(self) -> bool:
-        """Whether the tile may split ``K``: a tile of one accumulator.
+        """Whether the tile may split ``K`` (:func:`_split_k`): a Triton tile of one accumulator.
 
         The partial tiles of split-K are one ``block_m x block_n`` block each,
-        so a tile of two accumulators (``block_n2``) never splits.
+        so a tile of two accumulators (``block_n2``) never splits; nor does
+        the Gluon kernel, which has no split epilogue.
         """
-        return not self.block_n2
+        return not self.block_n2 and not self.gluon
 
     @property
     def name(self) -> str:
@@ -1141,9 +1053,9 @@ def _split_k(tile: TmaTile, tiles, K, num_sms: int, max_split: int) -> int:
     ``gemm_rule.LONG_K_SPLIT`` each at least ``gemm_rule.LONG_K_RUN`` long.
     Each run past the first costs a float32 partial tile, written once and
     read once, mostly within the L2. A tile that may not split
-    (:attr:`TmaTile.splits`) never does, nor (yet) a Gluon tile.
+    (:attr:`TmaTile.splits`) never does.
     """
-    if not tile.splits or tile.gluon:
+    if not tile.splits:
         return 1
     best = 1
     for runs in range(1, max(max_split, gemm_rule.LONG_K_SPLIT) + 1):
@@ -1481,22 +1393,25 @@ def _launch_tma(
     (M, K), N = a.shape, b.shape[1]
     descriptors = _descriptors(a, b, out, tile, layouts)
     layout_args = {"A_COL_MAJOR": layouts[0][0], "B_COL_MAJOR": layouts[1][0], "NUM_SMS": num_sms}
+    if tile.gluon:
+        launchable(_matmul_ws_kernel)[(num_sms,)](
+            *descriptors, M, N, K, **layout_args, **tile.launch_args()
+        )
+        return
     partials = plan.split_k > 1
     ws = counts = out  # unused unless K is split
     if partials:
         n_tiles = tile.count(M, N)  # a tile that splits K has one accumulator
         ws = scratch((n_tiles, plan.split_k, tile.block_m, tile.block_n), torch.float32, out.device)
-        # A counter a tile, or a consumer warpgroup of each tile of the Gluon kernel.
-        counters = n_tiles * (tile.block_m // _WS_SUB_M if tile.gluon else 1)
-        counts = stream_buffer("matmul split-k counters", counters, torch.int32, out.device)
-    args = (*descriptors, ws, counts, M, N, K, plan.split_k)
-    if tile.gluon:
-        launchable(_matmul_ws_kernel)[(num_sms,)](
-            *args, PARTIALS=partials, **layout_args, **tile.launch_args()
-        )
-        return
+        counts = stream_buffer("matmul split-k counters", n_tiles, torch.int32, out.device)
     launchable(_matmul_tma_kernel)[(num_sms,)](
-        *args,
+        *descriptors,
+        ws,
+        counts,
+        M,
+        N,
+        K,
+        plan.split_k,
         WIDEN_OPERANDS=_widen_operands(a.dtype, interpreter_enabled()),
         PARTIALS=partials,
         **layout_args,
