@@ -355,7 +355,6 @@ def _matmul_tma_kernel(
     PARTIALS: tl.constexpr,
     SWAP_AB: tl.constexpr,
     BLOCK_N2: tl.constexpr,
-    SHIFT_N: tl.constexpr = False,
 ):
     """Persistent GEMM through tensor descriptors (Hopper's copy engine).
 
@@ -418,8 +417,6 @@ def _matmul_tma_kernel(
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = _row_start(pid_m, M, BLOCK_M)
         off_n = pid_n * TILE_N
-        if SHIFT_N:
-            off_n = _row_start(pid_n, N, TILE_N)
         if SWAP_AB:
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
         else:
@@ -449,8 +446,6 @@ def _matmul_tma_kernel(
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = _row_start(pid_m, M, BLOCK_M)
         off_n = pid_n * TILE_N
-        if SHIFT_N:
-            off_n = _row_start(pid_n, N, TILE_N)
         if PARTIALS:
             # Partial tiles are whole BLOCK_M x BLOCK_N blocks, tile by tile and
             # run by run: offsets the compiler knows, no masks (the store to C
@@ -502,7 +497,6 @@ def _ws_loader(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    SHIFT_N: gl.constexpr,
 ):
     """The loader warp: each tile's ``K`` steps into the ring, as its consumers free stages.
 
@@ -523,8 +517,6 @@ def _ws_loader(
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = _row_start(pid_m, M, BLOCK_M)
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
-        if SHIFT_N:
-            off_n = _row_start(pid_n, N, BLOCK_N + BLOCK_N2)
         for off_k in range(0, K, BLOCK_K):
             s = count % STAGES
             # A fresh mbarrier counts as having completed the phase before its first.
@@ -577,7 +569,6 @@ def _ws_consumer(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    SHIFT_N: gl.constexpr,
 ):
     """A consumer warpgroup: rows ``PART * SUB_M`` on of every tile, and their store.
 
@@ -643,8 +634,6 @@ def _ws_consumer(
         mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
         off_m = _row_start(pid_m, M, BLOCK_M) + PART * SUB_M
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
-        if SHIFT_N:
-            off_n = _row_start(pid_n, N, BLOCK_N + BLOCK_N2)
         if EPI_N == BLOCK_N:
             tma.store_wait(0)  # the previous tile's stores have left c_smem and c2_smem
             c_smem.store(acc.to(c_desc.dtype))
@@ -693,7 +682,6 @@ def _matmul_ws_kernel(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    SHIFT_N: gl.constexpr = False,
 ):
     """Persistent GEMM, warp-specialised: a loader warp and a consumer warpgroup per 64 rows.
 
@@ -756,19 +744,19 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
                      0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_N),
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
                     (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
                      BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_N),
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
                      1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_N),
+                     NUM_SMS),
                 ),
             ],
             [1, 4],
@@ -781,25 +769,25 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
                      0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_N),
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
                     (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
                      BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_N),
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
                      1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_N),
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c2, d2, M, N, K,
                      2, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_N),
+                     NUM_SMS),
                 ),
             ],
             [1, 4, 4],
@@ -1405,7 +1393,6 @@ def _launch_tma(
     (M, K), N = a.shape, b.shape[1]
     descriptors = _descriptors(a, b, out, tile, layouts)
     layout_args = {"A_COL_MAJOR": layouts[0][0], "B_COL_MAJOR": layouts[1][0], "NUM_SMS": num_sms}
-    layout_args["SHIFT_N"] = SHIFT_COLUMNS
     if tile.gluon:
         launchable(_matmul_ws_kernel)[(num_sms,)](
             *descriptors, M, N, K, **layout_args, **tile.launch_args()
@@ -1431,10 +1418,6 @@ def _launch_tma(
         **tile.launch_args(),
     )
 
-
-#: Experiment (scripts/gemm_shift_n_ab.py): the last column of tiles starts at
-#: ``N - tile_n``, inside ``B``, where ``N`` is at least a tile's columns.
-SHIFT_COLUMNS = False
 
 #: Rows of a consumer warpgroup of :func:`_matmul_ws_kernel` (a wgmma takes 64 rows a
 #: warpgroup): its output boxes, and its boxes of ``A`` where a tile's rows are no power of two.
