@@ -337,7 +337,6 @@ def _matmul_tma_kernel(
     PARTIALS: tl.constexpr,
     SWAP_AB: tl.constexpr,
     BLOCK_N2: tl.constexpr,
-    SHIFT_M: tl.constexpr = False,
 ):
     """Persistent GEMM through tensor descriptors (Hopper's copy engine).
 
@@ -399,8 +398,6 @@ def _matmul_tma_kernel(
             k_end = (run + 1) * k_tiles // split_k
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
-        if SHIFT_M:
-            off_m = tl.maximum(tl.minimum(off_m, M - BLOCK_M), 0)
         off_n = pid_n * TILE_N
         if SWAP_AB:
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -430,8 +427,6 @@ def _matmul_tma_kernel(
             tile = epilogue_item % num_tiles
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
-        if SHIFT_M:
-            off_m = tl.maximum(tl.minimum(off_m, M - BLOCK_M), 0)
         off_n = pid_n * TILE_N
         if PARTIALS:
             # Partial tiles are whole BLOCK_M x BLOCK_N blocks, tile by tile and
@@ -484,7 +479,6 @@ def _ws_loader(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    SHIFT_M: gl.constexpr,
 ):
     """The loader warp: each tile's ``K`` steps into the ring, as its consumers free stages.
 
@@ -504,8 +498,6 @@ def _ws_loader(
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
-        if SHIFT_M:
-            off_m = gl.maximum(gl.minimum(off_m, M - BLOCK_M), 0)
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
         for off_k in range(0, K, BLOCK_K):
             s = count % STAGES
@@ -559,7 +551,6 @@ def _ws_consumer(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    SHIFT_M: gl.constexpr,
 ):
     """A consumer warpgroup: rows ``PART * SUB_M`` on of every tile, and their store.
 
@@ -623,10 +614,7 @@ def _ws_consumer(
             count += 1
         acc, acc2 = warpgroup_mma_wait(0, deps=[acc, acc2])
         mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
-        off_m = pid_m * BLOCK_M
-        if SHIFT_M:
-            off_m = gl.maximum(gl.minimum(off_m, M - BLOCK_M), 0)
-        off_m += PART * SUB_M
+        off_m = pid_m * BLOCK_M + PART * SUB_M
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
         if EPI_N == BLOCK_N:
             tma.store_wait(0)  # the previous tile's stores have left c_smem and c2_smem
@@ -676,7 +664,6 @@ def _matmul_ws_kernel(
     A_COL_MAJOR: gl.constexpr,
     B_COL_MAJOR: gl.constexpr,
     NUM_SMS: gl.constexpr,
-    SHIFT_M: gl.constexpr = False,
 ):
     """Persistent GEMM, warp-specialised: a loader warp and a consumer warpgroup per 64 rows.
 
@@ -739,19 +726,19 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
                      0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
                     (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
                      BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
                      1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
             ],
             [1, 4],
@@ -764,25 +751,25 @@ def _matmul_ws_kernel(
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c0, d0, M, N, K,
                      0, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
                 (
                     _ws_loader,
                     (a_desc, b_desc, b2_desc, a_bufs, b_bufs, b2_bufs, ready, empty, M, N, K,
                      BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c1, d1, M, N, K,
                      1, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
                 (
                     _ws_consumer,
                     (a_bufs, b_bufs, b2_bufs, ready, empty, c_desc, c2_desc, c2, d2, M, N, K,
                      2, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, GROUP_M, A_COL_MAJOR, B_COL_MAJOR,
-                     NUM_SMS, SHIFT_M),
+                     NUM_SMS),
                 ),
             ],
             [1, 4, 4],
@@ -1387,7 +1374,6 @@ def _launch_tma(
     (M, K), N = a.shape, b.shape[1]
     descriptors = _descriptors(a, b, out, tile, layouts)
     layout_args = {"A_COL_MAJOR": layouts[0][0], "B_COL_MAJOR": layouts[1][0], "NUM_SMS": num_sms}
-    layout_args["SHIFT_M"] = SHIFT_ROWS
     if tile.gluon:
         launchable(_matmul_ws_kernel)[(num_sms,)](
             *descriptors, M, N, K, **layout_args, **tile.launch_args()
@@ -1413,10 +1399,6 @@ def _launch_tma(
         **tile.launch_args(),
     )
 
-
-#: Experiment (scripts/gemm_shift_ab.py): the last row of tiles starts at
-#: ``M - BLOCK_M``, inside ``A``, where ``M`` is at least a tile's rows.
-SHIFT_ROWS = False
 
 #: Rows of a consumer warpgroup of :func:`_matmul_ws_kernel` (a wgmma takes 64 rows a
 #: warpgroup): its output boxes, and its boxes of ``A`` where a tile's rows are no power of two.
