@@ -121,6 +121,7 @@ def test_block_warps_follow_the_row_not_its_power_of_two_block(n_cols, elem_byte
         (16384, 16, 16),
         (1152, 2, 4),
         (2304, 4, 8),
+        (4104, 8, 8),
     ],
 )
 def test_block_warps_round_up_at_a_few_rows_an_sm(n_cols, warps_many, warps_few):
@@ -128,7 +129,8 @@ def test_block_warps_round_up_at_a_few_rows_an_sm(n_cols, warps_many, warps_few)
     # loads in flight: they round up to hold the row at two vectors a thread
     # (3584 bfloat16 columns, seven vectors of two a thread: 8 warps, not 4;
     # 1152 columns, a little over two warps' worth: 4). Under two warps'
-    # worth (896) one warp stays: it reduces without shared memory.
+    # worth (896) one warp stays: it reduces without shared memory. A row in
+    # pieces (4104: 4096 and 8) rounds by its main piece.
     few = plan_rule.FEW_ROWS_PER_SM * 132
 
     def warps(n_rows):

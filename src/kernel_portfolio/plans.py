@@ -214,9 +214,13 @@ def choose(
                 f"plan='block' cannot hold a row of {n_cols} columns (at most {MAX_BLOCK_COLS}); "
                 "use 'looped' or 'split'"
             )
-        # A symbolic row count rounds down: the graph does not guard on it.
+        # A symbolic row count rounds down: the graph does not guard on it. A
+        # row in pieces (4104 columns: 4096 and 8) counts its main piece: its
+        # tail's few columns sent 4104 columns from 8 warps to 16 rounded up,
+        # slower at every direction and row count of rows-warps-rule-ab's log.
         few = type(n_rows) is int and n_rows <= plan_rule.FEW_ROWS_PER_SM * sm_count
-        warps = warps_for(n_cols, elem_bytes, plan_rule.BLOCK_WARPS, up=few)
+        cols = min(n_cols, block_pieces(n_cols, width)[0])
+        warps = warps_for(cols, elem_bytes, plan_rule.BLOCK_WARPS, up=few)
         return RowPlan("block", width, warps)
     if plan == "looped":
         if n_cols * elem_bytes <= plan_rule.NARROW_MAX_BYTES:
