@@ -103,8 +103,6 @@ BLOCK_TILE_BYTES = 8192
 BLOCK_TILE_ROWS = 4
 #: Most warps a block-plan program of several rows gets.
 TILE_WARPS = 16
-#: Chunks a looped program loads a step (``_chunked_sum``'s ``STEP``).
-LOOPED_STEP = 1
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -225,7 +223,6 @@ def _looped_kernel(
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
     EVICT: tl.constexpr,
-    STEP: tl.constexpr,
 ):
     """Looped plan: a program walks its row's body in chunks, one pass (then head and tail)."""
     n_chunks = tl.cdiv(n_cols, BLOCK)  # the body's, or one more chunk, masked whole
@@ -234,7 +231,7 @@ def _looped_kernel(
         head = row_head(row64 * stride_xm, VEC, PEEL)
         n_body = body_width(n_cols, head, VEC, PEEL)
         x_row = x_ptr + body_offset(row64, stride_xm, head, VEC, PEEL)
-        total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, VEC, EVICT, STEP)
+        total = _chunked_sum(x_row, stride_xn, 0, n_chunks, n_body, BLOCK, VEC, EVICT, 1)
         if PEEL:
             total += _peel_sum(x_row, head, n_body, n_cols, VEC)
         tl.store(out_ptr + row64, total.to(out_ptr.dtype.element_ty))
@@ -345,7 +342,7 @@ def _launch_row_sum(x: torch.Tensor, out: torch.Tensor, plan: plans.RowPlan) -> 
         if plan.kind == "looped":
             grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(x.device)),)
             launchable(_looped_kernel)[grid](
-                x2, out, n_rows, n_cols, stride_xm, stride_xn, STEP=LOOPED_STEP, **consts
+                x2, out, n_rows, n_cols, stride_xm, stride_xn, **consts
             )
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
