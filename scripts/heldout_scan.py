@@ -17,7 +17,7 @@ Liger-Kernel and cuBLAS in the same run) at shapes chosen apart from both:
   forward, bfloat16, against cuBLAS).
 
 ``torch.compile`` runs at three cases only (it compiles for seconds a case).
-About three minutes on an H100. Writes ``heldout.json`` and ``heldout.log``
+Three to four minutes on an H100. Writes ``heldout.json`` and ``heldout.log``
 into ``--out`` (a result of suite ``heldout``), then prints each speed target
 the run misses (``kernel_portfolio.bench.targets``)::
 
