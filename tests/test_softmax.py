@@ -343,25 +343,3 @@ def test_the_forward_of_a_full_block_takes_more_warps(monkeypatch):
     assert softmax_mod._forward_plan(wide, chosen) == chosen
     narrow = torch.empty(4096, 16384, dtype=torch.float16)  # MAX_BLOCK_BYTES exactly
     assert softmax_mod._forward_plan(narrow, "auto") == plans.choose_for(narrow)
-
-
-def test_the_backward_of_a_full_block_takes_fewer_warps(monkeypatch, device):
-    """The backward of ``auto``'s full block runs in ``FULL_BLOCK_BWD_WARPS``, on
-    every route that records it (the Function saves the backward's plan);
-    narrower blocks and forced plans launch as chosen."""
-    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
-    wide = torch.empty(4096, 32000, dtype=torch.float16)
-    chosen = plans.choose_for(wide)
-    bwd = softmax_mod._backward_plan(wide, "auto")
-    assert bwd == plans.RowPlan("block", 32768, softmax_mod.FULL_BLOCK_BWD_WARPS)
-    assert bwd.num_warps < chosen.num_warps
-    assert softmax_mod._backward_plan(wide, chosen) == chosen
-    narrow = torch.empty(4096, 16384, dtype=torch.float16)
-    assert softmax_mod._backward_plan(narrow, "auto") == plans.choose_for(narrow)
-    launched = []
-    monkeypatch.setattr(
-        softmax_mod, "_launch_backward", lambda y, dy, dx, plan: launched.append(plan)
-    )
-    x = torch.randn(80, 32000, dtype=torch.float16, device=device, requires_grad=True)
-    kp.softmax(x).backward(torch.ones_like(x))
-    assert launched == [softmax_mod._backward_plan(x.detach(), "auto")]
