@@ -74,11 +74,11 @@ GEMM_LAYERS = {
     (28672, 8192): "Llama-3-70B MLP up",
 }
 GEMM_ROWS = (1, 8, 24, 50, 100, 200, 300, 500, 700, 1000, 1280, 2000, 3000, 6000)
-#: The few cases with torch.compile as a baseline.
+#: The few row shapes with torch.compile as a baseline, per operator.
 COMPILED = {
-    ("softmax", (4096, 100277)),
-    ("rms_norm", (2000, 3072)),
-    ("residual_rms_norm", (77, 2560)),
+    "softmax": [(4096, 100277)],
+    "rms_norm": [(2000, 3072)],
+    "residual_rms_norm": [(77, 2560)],
 }
 
 
@@ -87,16 +87,11 @@ def _neighbours(widths) -> list[int]:
     return sorted({*widths, *(n // 8 * 8 for n in widths if n % 8)})
 
 
-def _cases(op: str, shapes, dtype: str, modes=suites.MODES) -> list[suites.Case]:
-    """The suites' grid of ``op``: each shape with its timer, and compile at :data:`COMPILED`."""
-    cases = []
-    for shape in shapes:
-        graph = len(shape) == 2 and shape[0] * shape[1] * 2 <= suites.GRAPH_MAX_BYTES
-        timer = "cuda_graph" if graph else "events"
-        for case in suites.grid(op, [shape], (dtype,), timer=timer, modes=modes):
-            impls = case.impls + (("compile",) if (op, tuple(shape)) in COMPILED else ())
-            cases.append(suites.Case(op, case.mode, case.shape, dtype, timer, impls))
-    return cases
+def _rows(op: str, shapes, dtype: str, modes=suites.MODES) -> list[suites.Case]:
+    """A row operator's grid as the models suite times it, compile at :data:`COMPILED`."""
+    return suites._timed_grid(
+        op, shapes, (dtype,), modes=modes, compile_shapes=COMPILED.get(op, ())
+    )
 
 
 def heldout_cases() -> list[suites.Case]:
@@ -104,15 +99,15 @@ def heldout_cases() -> list[suites.Case]:
     unaligned = (28996, 32001, 50277, 100277)
     norms = [(m, n) for n in HIDDEN for m in ROWS] + [(2048, n) for n in _neighbours(unaligned)]
     return [
-        *_cases("softmax", logits, "float16"),
-        *_cases("softmax", [(m, 100277) for m in ROWS], "float16"),
-        *_cases("row_sum", logits, "float16", modes=("fwd",)),
-        *_cases("rms_norm", norms, "bfloat16"),
-        *_cases("residual_rms_norm", norms, "bfloat16"),
-        *_cases(
+        *_rows("softmax", logits, "float16"),
+        *_rows("softmax", [(m, 100277) for m in ROWS], "float16"),
+        *_rows("row_sum", logits, "float16", modes=("fwd",)),
+        *_rows("rms_norm", norms, "bfloat16"),
+        *_rows("residual_rms_norm", norms, "bfloat16"),
+        *suites.grid(
             "matmul",
             [(m, n, k) for (n, k) in GEMM_LAYERS for m in GEMM_ROWS],
-            "bfloat16",
+            ("bfloat16",),
             modes=("fwd",),
         ),
     ]
