@@ -89,6 +89,9 @@ COOPERATIVE_ROWS = ((4, 32768), (3, 50257))
 #: (``ops.rms_norm.SHIFT_W_MIN_ELEMENTS`` and ``SHIFT_W_BWD_MIN_ELEMENTS``;
 #: never under the interpreter).
 SHIFTED_WIDTH = 50257
+#: Width of the peeled RMSNorm rows that ``auto``'s forward holds in one full block
+#: (``ops.rms_norm.FULL_BLOCK_FWD_MIN_FILL``), reading the weight's shifted copies.
+FULL_BLOCK_WIDTH = 30522
 
 
 def _row_plan(kind: str, shape: tuple[int, int], chunk: int, splits: int, dtype: str):
@@ -182,6 +185,10 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
         rows = (plans.cdiv(least, SHIFTED_WIDTH), SHIFTED_WIDTH)
         case = Case(op, "fwdbwd", rows, "bfloat16", "events", ("ours", "torch"))
         label = f"{op} shifted weight {rows[0]}x{rows[1]} bfloat16 fwd+bwd"
+        yield label, case, _row_fn(op, "auto")
+        rows = (plans.cdiv(rms_norm.SHIFT_W_MIN_ELEMENTS, FULL_BLOCK_WIDTH), FULL_BLOCK_WIDTH)
+        case = Case(op, "fwdbwd", rows, "bfloat16", "events", ("ours", "torch"))
+        label = f"{op} full block, shifted weight {rows[0]}x{rows[1]} bfloat16 fwd+bwd"
         yield label, case, _row_fn(op, "auto")
     narrow = (s["rows"][0][0], s["rows"][0][1] // 10)  # several rows a row-sum block program
     plan = _row_plan("block", narrow, s["chunk"], s["splits"], "float16")

@@ -580,12 +580,18 @@ def test_sanitize_paths_cover_every_op_plan_dtype_and_gemm_path(sanitize_paths):
                 assert any(lab.startswith(f"{op} {kind} ") and width in lab for lab in labels)
     assert sum(lab.startswith("softmax cooperative ") for lab in labels) == 2
     shifted = [c for lab, c, _ in sanitize_paths.paths(small=False) if "shifted weight" in lab]
-    assert {c.op for c in shifted} == {"rms_norm", "residual_rms_norm"}
+    full = [c for lab, c, _ in sanitize_paths.paths(small=False) if " full block," in lab]
+    assert {c.op for c in shifted} == {c.op for c in full} == {"rms_norm", "residual_rms_norm"}
     rms = sanitize_paths.rms_norm
     least = max(rms.SHIFT_W_MIN_ELEMENTS, rms.SHIFT_W_BWD_MIN_ELEMENTS)
     assert all(
-        c.shape[0] * c.shape[1] >= least and c.shape[1] % 8 for c in shifted
+        c.shape[0] * c.shape[1] >= least and c.shape[1] % 8 for c in shifted if c not in full
     )  # peeled, and past both thresholds
+    for c in full:  # peeled, past the forward's threshold, and held in one full block
+        x = torch.empty(c.shape, dtype=torch.bfloat16)
+        plan = rms._forward_plan(x, x[0], "auto", c.op == "residual_rms_norm")
+        assert c.shape[0] * c.shape[1] >= rms.SHIFT_W_MIN_ELEMENTS and c.shape[1] % 8
+        assert (plan.kind, plan.block) == ("block", 32768)
     assert sum(lab.startswith("matmul tma ") and " nn " in lab for lab in labels) == len(
         sanitize_paths.mm.TMA_TILES
     )

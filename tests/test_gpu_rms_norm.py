@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from kp_testing import REL_TOL, assert_matches, first_batch_of_each_form
+from kp_testing import REL_TOL, assert_matches, first_batch_of_each_form, record_launches
 from test_rms_norm import (
     OPS,
     _forward_outputs,
@@ -245,6 +245,31 @@ def test_second_gpu_while_first_is_current(op):
         check_op(op, *make_inputs(op, (300, 5000), torch.bfloat16, "cuda:1"))
 
 
+@pytest.mark.parametrize("n_cols", (30522, 30520, 24577))
+@pytest.mark.parametrize("op", ("rms_norm", "residual"))
+def test_a_full_block_forward_on_every_route(op, n_cols, monkeypatch):
+    """``auto``'s forward of 1024 rows of 24577 to 30522 bfloat16 columns (75%
+    to 93% of a block of 32768, ``FULL_BLOCK_FWD_MIN_FILL``): one block, a
+    peeled body reading the weight's shifted copies; the backward looped;
+    the float64 values of ``y``, ``h`` and every gradient; and the same bits
+    from the op route as from the direct one."""
+    launches = record_launches(monkeypatch, rms_mod)
+    x, residual, weight = make_inputs(op, (1024, n_cols), torch.bfloat16, "cuda")
+    check_op(op, x, residual, weight)
+    (forward,) = [kw for name, _, kw in launches if name.startswith("_fwd")]
+    assert (forward["BLOCK"], forward["SHIFT_W"]) == (32768, n_cols % 8 != 0)
+    assert "_bwd_kernel" in {name for name, _, _ in launches}
+    if op == "rms_norm":
+        direct = kp.rms_norm(x, weight)
+        y_op, _ = torch.ops.kp.rms_norm(x, weight, 1e-6, "auto", 0, 0, 0)
+    else:
+        direct = kp.residual_rms_norm(x, residual, weight)
+        y_op, h_op, _ = torch.ops.kp.residual_rms_norm(x, residual, weight, 1e-6, "auto", 0, 0, 0)
+        assert torch.equal(h_op, direct[1])
+        direct = direct[0]
+    assert torch.equal(y_op, direct)
+
+
 @pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16), ids=str)
 def test_unaligned_forward_in_fewer_warps_on_every_route(dtype):
     """``auto``'s looped plan of rows not 16 bytes apart, with a weight: the
@@ -253,7 +278,7 @@ def test_unaligned_forward_in_fewer_warps_on_every_route(dtype):
     n = 50257
     x = torch.randn(1024, n, device="cuda").mul(3).to(dtype)
     w = torch.randn(n, device="cuda").to(dtype)
-    plan = rms_mod._forward_plan(x, w, "auto")
+    plan = rms_mod._forward_plan(x, w, "auto", False)
     assert (plan.kind, plan.num_warps) == ("looped", rms_mod.UNALIGNED_FWD_WARPS)
     assert plans.choose_for(x).num_warps > plan.num_warps
     direct = kp.rms_norm(x, w)

@@ -17,7 +17,7 @@ from kp_testing import assert_matches, first_batch_of_each_form, poison
 from torch.library import opcheck
 
 import kernel_portfolio as kp
-from kernel_portfolio import contracts, plans, reference
+from kernel_portfolio import contracts, plan_rule, plans, reference
 from kernel_portfolio.ops import row_sum as row_sum_ops
 from kernel_portfolio.ops import softmax as softmax_ops
 
@@ -98,11 +98,12 @@ def _eager_runs_cooperative(x: torch.Tensor, plan: str | plans.RowPlan) -> bool:
 
 def _symbolic_rows_take_other_warps(x: torch.Tensor, plan: str | plans.RowPlan) -> bool:
     """Whether a symbolic row count (``torch.compile``'s second batch size) takes
-    other block warps than eager at ``x``'s rows: only a known count of no more
-    rows than SMs rounds them up (``plans.choose``)."""
+    other block warps than eager at ``x``'s rows: only a known count of at most
+    ``plan_rule.FEW_ROWS_PER_SM`` rows an SM rounds them up (``plans.choose``)."""
     chosen, sms = plans.choose_for(x, plan), plans.sm_count(x.device)
     n_cols, elem = x.shape[-1], x.element_size()
-    many = plans.choose(sms + 1, n_cols, elem_bytes=elem, sm_count=sms, plan="block")
+    rows = plan_rule.FEW_ROWS_PER_SM * sms + 1
+    many = plans.choose(rows, n_cols, elem_bytes=elem, sm_count=sms, plan="block")
     return chosen.kind == "block" and chosen.num_warps != many.num_warps
 
 
@@ -126,7 +127,13 @@ def test_a_cooperative_split_matches_the_reference_and_two_launches(
 
 @pytest.mark.parametrize(
     ("shape", "dtype"),
-    [((1024, 32000), torch.float16), ((300, 32768), torch.bfloat16), ((512, 16000), torch.float32)],
+    [
+        ((1024, 32000), torch.float16),
+        ((300, 32768), torch.bfloat16),
+        ((512, 16000), torch.float32),
+        ((1024, 28992), torch.float16),  # a looped plan's fill, held in one block
+        ((264, 30522), torch.bfloat16),  # the same, rows not 16 bytes apart
+    ],
     ids=str,
 )
 def test_full_block_forward_in_more_warps_on_every_route(shape, dtype):

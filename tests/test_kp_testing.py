@@ -275,9 +275,10 @@ def test_first_batch_of_each_form_finds_the_cooperative_split_at_both_chunks(mon
 
 
 def test_first_batch_of_each_form_finds_block_warps_and_extra_forms():
-    # 3584 half-precision columns: block warps round up at no more rows than SMs;
-    # an operator's own size rule (here: past 1000 rows) is one more form.
-    batches = [1, 7, 132, 133, 500, 1000, 1001, 4096]
-    assert first_batch_of_each_form(batches, 3584, 2, "auto", 132) == [1, 133]
+    # 3584 half-precision columns: block warps round up at up to
+    # plan_rule.FEW_ROWS_PER_SM rows an SM (1056 rows of 132 SMs); an
+    # operator's own size rule (here: past 1000 rows) is one more form.
+    batches = [1, 7, 132, 133, 500, 1000, 1001, 1056, 1057, 4096]
+    assert first_batch_of_each_form(batches, 3584, 2, "auto", 132) == [1, 1057]
     past = first_batch_of_each_form(batches, 3584, 2, "auto", 132, lambda rows: (rows > 1000,))
-    assert past == [1, 133, 1001]
+    assert past == [1, 1001, 1057]

@@ -111,7 +111,9 @@ def test_forward_matches_float64(dtype, shape, a_t, b_t, device):
 )
 def test_tma_kernel(dtype, a_t, b_t, tile, device):
     # 40x72x88 leaves partial tiles in M, N and K: the copy engine's zero
-    # fill and clipped stores must make them exact.
+    # fill and clipped stores must make them exact. The last row of tiles of
+    # more than 40 rows starts at row 40 - BLOCK_M (matmul._row_start), the
+    # rows it shares with the tiles above written twice.
     m, n, k = 40, 72, 88
     a, b = _operands(m, n, k, dtype, device, a_t=a_t, b_t=b_t)
     out, guard = _guarded_output(m, n, dtype, device)

@@ -105,22 +105,38 @@ def test_auto_holds_full_rows_up_to_the_full_block(n_cols, elem_bytes, kind):
 def test_block_warps_follow_the_row_not_its_power_of_two_block(n_cols, elem_bytes, warps):
     # About two 16-byte vectors per thread of the row itself, as a power of
     # two: a 4104-column row in an 8192 block gets the warps of 4096 columns.
-    plan = choose(1000, n_cols, elem_bytes=elem_bytes, sm_count=132, plan="block")
+    plan = choose(4096, n_cols, elem_bytes=elem_bytes, sm_count=132, plan="block")
     assert plan.num_warps == warps
     assert plan.block >= n_cols
 
 
 @pytest.mark.parametrize(
     ("n_cols", "warps_many", "warps_few"),
-    [(3584, 4, 8), (1536, 2, 4), (5120, 8, 16), (4096, 8, 8), (896, 1, 1), (16384, 16, 16)],
+    [
+        (3584, 4, 8),
+        (1536, 2, 4),
+        (5120, 8, 16),
+        (4096, 8, 8),
+        (896, 1, 1),
+        (16384, 16, 16),
+        (1152, 2, 4),
+        (2304, 4, 8),
+        (4104, 8, 8),
+    ],
 )
-def test_block_warps_round_up_at_no_more_rows_than_sms(n_cols, warps_many, warps_few):
-    # Each of at most sm_count rows has an SM to itself: its warps round up
-    # (3584 bfloat16 columns, seven vectors of two a thread: 8 warps, not 4).
+def test_block_warps_round_up_at_a_few_rows_an_sm(n_cols, warps_many, warps_few):
+    # With at most FEW_ROWS_PER_SM rows an SM, a row's warps are most of the
+    # loads in flight: they round up to hold the row at two vectors a thread
+    # (3584 bfloat16 columns, seven vectors of two a thread: 8 warps, not 4;
+    # 1152 columns, a little over two warps' worth: 4). Under two warps'
+    # worth (896) one warp stays: it reduces without shared memory. A row in
+    # pieces (4104: 4096 and 8) rounds by its main piece.
+    few = plan_rule.FEW_ROWS_PER_SM * 132
+
     def warps(n_rows):
         return choose(n_rows, n_cols, elem_bytes=2, sm_count=132, plan="block").num_warps
 
-    assert [warps(1), warps(132), warps(133), warps(4096)] == [warps_few] * 2 + [warps_many] * 2
+    assert [warps(1), warps(few), warps(few + 1), warps(4096)] == [warps_few] * 2 + [warps_many] * 2
 
 
 def test_a_symbolic_row_count_rounds_block_warps_down():
@@ -176,13 +192,14 @@ def test_block_pieces_follow_plan_rule(min_block, divisor, n_cols, block, pieces
 
 def test_plan_of_a_given_width_does_not_depend_on_row_count():
     """Block and looped plans (the kernels' constexprs) are the same for every batch
-    size, but for one step: a block plan's warps at no more rows than SMs."""
+    size, but for one step: a block plan's warps at a few rows an SM (FEW_ROWS_PER_SM)."""
     for n_cols, elem_bytes, sms in itertools.product(WIDTHS, ELEM_BYTES, SM_COUNTS):
         for kind in ("block", "looped"):
             if kind == "block" and n_cols > plans.MAX_BLOCK_COLS:
                 continue
             for few in (True, False):
-                rows = [n for n in ROWS if (n <= sms) == few or kind == "looped"]
+                limit = plan_rule.FEW_ROWS_PER_SM * sms
+                rows = [n for n in ROWS if (n <= limit) == few or kind == "looped"]
                 seen = {
                     choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms, plan=kind)
                     for n_rows in rows

@@ -378,6 +378,53 @@ def test_backward_walks_a_full_block_row_in_chunks(op, monkeypatch):
     assert block <= rms_mod.BWD_CHUNK_ELEMS * 32 * warps
 
 
+@pytest.mark.parametrize(
+    ("shape", "dtype", "without", "with_residual"),
+    [
+        # 5/8 of a block of 32768 half-precision columns is 20480: looped below.
+        ((4096, 20479), torch.bfloat16, ("looped", 8192, 8), ("looped", 8192, 8)),
+        ((4096, 20480), torch.bfloat16, ("block", 32768, 32), ("block", 32768, 16)),
+        ((4096, 30522), torch.bfloat16, ("block", 32768, 32), ("block", 32768, 16)),
+        ((4096, 32000), torch.float16, ("block", 32768, 32), ("block", 32768, 16)),
+        ((4096, 12288), torch.float32, ("block", 16384, 32), ("block", 16384, 16)),  # same bytes
+        ((8, 30522), torch.bfloat16, ("split", 4096, 8), ("split", 4096, 8)),  # few rows
+        ((4096, 8192), torch.bfloat16, ("block", 8192, 16), ("block", 8192, 16)),  # not full
+    ],
+    ids=_case_id,
+)
+def test_auto_forward_holds_five_eighths_of_a_full_block_in_one(
+    shape, dtype, without, with_residual
+):
+    """``auto``'s forwards hold a row of at least ``FULL_BLOCK_FWD_MIN_FILL``
+    of a full block (wider than ``plan_rule.MAX_BLOCK_BYTES``, at most
+    ``FULL_BLOCK_MAX_BYTES``) in one block, in ``FULL_BLOCK_FWD_WARPS`` warps
+    without a residual and the block plan's with one; few rows still split,
+    and a forced plan is launched as given."""
+    x = torch.empty(shape, dtype=dtype)
+    for has_residual, want in ((False, without), (True, with_residual)):
+        got = rms_mod._forward_plan(x, x[0], "auto", has_residual)
+        assert (got.kind, got.block, got.num_warps) == want, has_residual
+        forced = rms_mod._forward_plan(x, x[0], "looped", has_residual)
+        assert forced == plans.choose_for(x, "looped")
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_a_full_block_forward_reads_the_shifted_weight(op, device, monkeypatch):
+    """67 rows of 20481 float16 columns (more than half the SMs' count, so not
+    split) take one block of 32768 in the forward, the peeled body reading
+    the weight's shifted copies, and the looped plan in the backward; both
+    match the float64 reference (interpreter-sized: shifted copies forced)."""
+    monkeypatch.setattr(rms_mod, "SHIFT_W_MIN_ELEMENTS", 0)
+    launches = record_launches(monkeypatch, rms_mod)
+    check_op(op, *make_inputs(op, (67, 20481), torch.float16, device))
+    forward = [kw for name, _, kw in launches if name.startswith("_fwd")]
+    assert [(kw["BLOCK"], kw["SHIFT_W"], kw["num_warps"]) for kw in forward] == [
+        (32768, True, 16 if op == "residual" else rms_mod.FULL_BLOCK_FWD_WARPS)
+    ]
+    names = {name for name, _, _ in launches}
+    assert "_fwd_block_kernel" in names and "_bwd_kernel" in names
+
+
 @pytest.mark.parametrize("n_cols", [127, 1001])
 def test_partial_dweight_rows_are_written_to_their_padded_width(n_cols, device, monkeypatch):
     """The partial ``dweight`` rows are ``n_cols`` padded to 4 floats, which the
@@ -425,6 +472,7 @@ VECTOR_CASES = [
     (RowPlan("looped", 2048, 4), (64, 1001), torch.float16),
     ("looped", (64, 50257), torch.bfloat16),
     ("split", (4, 32769), torch.float16),
+    ("block", (64, 30522), torch.bfloat16),  # a full block (reads a shifted weight)
     ("block", (64, 1001), torch.float32),
 ]
 
@@ -527,6 +575,7 @@ SHIFT_W_CASES = [
     (RowPlan("looped", 256, 4), (9, 201), torch.bfloat16),
     (RowPlan("split", 32, 4, 3), (3, 201), torch.float16),
     ("block", (4, 12289), torch.float16),  # the backward loads the weight each row
+    (RowPlan("block", 32768, 16), (3, 20001), torch.float16),  # a full block
 ]
 
 
@@ -540,15 +589,16 @@ def test_peeled_rows_read_the_shifted_weight(plan, shape, dtype, op, device, mon
     shifted = {name: kw["SHIFT_W"] for name, _, kw in launches if "SHIFT_W" in kw}
     # The looped and split forwards without a residual, the backward's first
     # pass, and its main kernel where that loads the weight for every row.
+    full_block = isinstance(plan, RowPlan) and plan.kind == "block"
     want = {
+        "_fwd_block_kernel": full_block,
         "_fwd_looped_kernel": op == "rms_norm",
         "_fwd_split_kernel": op == "rms_norm",
         "_bwd_dot_kernel": True,
     } | {name: kw["WEIGHT_EACH_ROW"] for name, _, kw in launches if name == "_bwd_kernel"}
     assert shifted == {name: want[name] for name in shifted}
     block = [kw for name, _, kw in launches if name == "_fwd_block_kernel"]
-    assert all("SHIFT_W" not in kw for kw in block)  # the block forward reads it in place
-    assert bool(block) == (not isinstance(plan, RowPlan))
+    assert bool(block) == (plan == "block" or full_block)
     assert shifted.get("_bwd_kernel") == (shape == (4, 12289))  # the case that loads it each row
     assert all(kw["PEEL"] for _, _, kw in launches if "SHIFT_W" in kw)
     # Each copy of the weight is read: a launch with SHIFT_W follows it before
@@ -565,7 +615,7 @@ def test_peeled_rows_read_the_shifted_weight(plan, shape, dtype, op, device, mon
     assert copied == any(shifted.values())  # and a copy before every read of one
 
 
-@pytest.mark.parametrize(("plan", "shape", "dtype"), VECTOR_CASES[2:5], ids=_case_id)
+@pytest.mark.parametrize(("plan", "shape", "dtype"), VECTOR_CASES[2:6], ids=_case_id)
 def test_the_shifted_weight_loads_in_16_byte_vectors(plan, shape, dtype, monkeypatch):
     """Compiled for sm_90, a peeled forward with ``SHIFT_W`` loads as many 16-byte
     vectors as the same kernel unpeeled, the weight's included: only the head and
@@ -766,10 +816,36 @@ def test_sixteen_warp_backward_programs_count_as_heavy(has_dh):
     _assert_registers_fit(RowPlan("looped", 4096, 16), 20000, "fp16", has_dh)
 
 
-def _assert_registers_fit(plan: RowPlan, n_cols: int, dtype: str, has_dh: bool) -> None:
-    """The register and spill premise of ``_bwd_launch`` under ``plan``, compiled for sm_90."""
+@pytest.mark.parametrize("n_cols", [30522, 50257])
+def test_peeled_backward_with_dh_fits_its_launch(n_cols):
+    """Peeled rows with ``dh`` (the residual RMSNorm at a vocabulary width): a
+    heavy program's prefetch of the next row's head and tail of three tensors
+    spilled under the cap of 128 registers (4 and 8 bytes a thread), so the
+    launch rule leaves the prefetch out there, and nothing spills."""
+    plan = plans.choose(1 << 15, n_cols, elem_bytes=2, sm_count=plans.CPU_SM_COUNT)
+    _assert_registers_fit(plan, n_cols, "fp16", True, peel=True)
+    width = n_cols // 8 * 8
+    prefetch = {
+        (peel, has_dh): rms_mod._bwd_launch(plan, n_cols, 2, has_dh, width, peel).prefetch
+        for peel in (False, True)
+        for has_dh in (False, True)
+    }
+    assert prefetch == {(False, False): True, (False, True): True, (True, False): True,
+                        (True, True): False}  # fmt: skip
+
+
+def _assert_registers_fit(
+    plan: RowPlan, n_cols: int, dtype: str, has_dh: bool, peel: bool = False
+) -> None:
+    """The register and spill premise of ``_bwd_launch`` under ``plan``, compiled for sm_90.
+
+    ``peel``: rows not 16 bytes apart (``PEEL``), their body ``n_cols`` rounded
+    down to whole vectors.
+    """
     elem_bytes = 2 if dtype == "fp16" else 4
-    launch = rms_mod._bwd_launch(plan, n_cols, elem_bytes, has_dh)
+    vec = 16 // elem_bytes
+    width = n_cols // vec * vec if peel else n_cols
+    launch = rms_mod._bwd_launch(plan, n_cols, elem_bytes, has_dh, width, peel)
     block, tail = launch.block, launch.tail
     runtime = {name: "i32" for name in ("n_rows", "n_cols", "chunks_per_split", "n_dots")}
     runtime |= {name: "i32" for name in ("stride_dym", "stride_hm", "stride_dhm", "stride_pm")}
@@ -778,8 +854,7 @@ def _assert_registers_fit(plan: RowPlan, n_cols: int, dtype: str, has_dh: bool) 
     runtime |= {name: f"*{dtype}" for name in pointers}
     consts = {"stride_dyn": 1, "stride_hn": 1, "stride_dhn": 1, "HAS_WEIGHT": True}
     consts |= {"HAS_DH": has_dh, "TWO_DX": has_dh, "BLOCK": block, "TAIL": tail}
-    consts |= {"ONE_CHUNK": block + tail >= n_cols, "VEC": 8 if dtype == "fp16" else 4}
-    consts |= {"PEEL": False}
+    consts |= {"ONE_CHUNK": block + tail >= width, "VEC": vec, "PEEL": peel}
     consts |= {"MAX_PARTIALS": plans.MAX_SPLITS, "PREFETCH": launch.prefetch}
     consts |= {"WEIGHT_EACH_ROW": launch.weight_each_row}
     (ops,) = global_memory_ops(
@@ -1089,10 +1164,11 @@ def test_early_weight_loads_before_the_reduction(has_residual):
     ``EARLY_W`` the weight's loads come before the reduction's first barrier,
     beside the row's (as many as ``x``'s), without it after."""
     runtime = {"first_row": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
-    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
-    runtime |= {name: "*bf16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
+    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32", "ws_stride": "i32"}
+    runtime |= {name: "*bf16" for name in ("x_ptr", "r_ptr", "w_ptr", "ws_ptr", "y_ptr", "h_ptr")}
     consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
     consts |= {"STORE_RSTD": False, "BLOCK": 16384, "TAIL": 0, "VEC": 8, "PEEL": False}
+    consts |= {"SHIFT_W": False}
     specs = [
         {
             "module": "kernel_portfolio.ops.rms_norm",
@@ -1124,11 +1200,11 @@ def test_block_plan_rows_load_16_bytes_in_40_registers(has_residual):
     registers, allocated per warp in eights).
     """
     runtime = {"first_row": "i32", "n_cols": "i32", "stride_xm": "i32", "stride_rm": "i32"}
-    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32"}
-    runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "y_ptr", "h_ptr")}
+    runtime |= {"eps": "fp32", "rstd_ptr": "*fp32", "ws_stride": "i32"}
+    runtime |= {name: "*fp16" for name in ("x_ptr", "r_ptr", "w_ptr", "ws_ptr", "y_ptr", "h_ptr")}
     consts = {"stride_xn": 1, "stride_rn": 1, "HAS_RESIDUAL": has_residual, "HAS_WEIGHT": True}
     consts |= {"STORE_RSTD": False, "BLOCK": 8192, "TAIL": 0, "VEC": 8, "PEEL": False}
-    consts |= {"EARLY_W": False}  # many rows: the weight read late
+    consts |= {"SHIFT_W": False, "EARLY_W": False}  # many rows: the weight read late
     (ops,) = global_memory_ops(
         [
             {
@@ -1293,14 +1369,15 @@ def test_the_forward_of_unaligned_rows_takes_fewer_warps(monkeypatch):
     chosen = plans.choose_for(x)
     assert chosen.kind == "looped" and chosen.num_warps > rms_mod.UNALIGNED_FWD_WARPS
     want = RowPlan("looped", chosen.block, rms_mod.UNALIGNED_FWD_WARPS)
-    assert rms_mod._forward_plan(x, w, "auto") == want
-    assert rms_mod._forward_plan(x, None, "auto") == chosen
-    assert rms_mod._forward_plan(x, w, "looped") == chosen
-    assert rms_mod._forward_plan(x, w, chosen) == chosen
+    assert rms_mod._forward_plan(x, w, "auto", False) == want
+    assert rms_mod._forward_plan(x, w, "auto", True) == chosen  # with a residual
+    assert rms_mod._forward_plan(x, None, "auto", False) == chosen
+    assert rms_mod._forward_plan(x, w, "looped", False) == chosen
+    assert rms_mod._forward_plan(x, w, chosen, False) == chosen
     aligned = torch.empty(4096, 50256, dtype=torch.bfloat16)
-    assert rms_mod._forward_plan(aligned, w[:-1], "auto") == plans.choose_for(aligned)
-    narrow = torch.empty(4096, 30522, dtype=torch.bfloat16)  # 8 warps already
-    assert rms_mod._forward_plan(narrow, w[:30522], "auto") == plans.choose_for(narrow)
+    assert rms_mod._forward_plan(aligned, w[:-1], "auto", False) == plans.choose_for(aligned)
+    narrow = torch.empty(4096, 20001, dtype=torch.bfloat16)  # 8 warps already
+    assert rms_mod._forward_plan(narrow, w[:20001], "auto", False) == plans.choose_for(narrow)
 
     def warps(call) -> list[tuple[str, int]]:
         return [

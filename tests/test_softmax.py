@@ -14,6 +14,8 @@ into an output poisoned with NaN.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from kp_testing import (
@@ -343,3 +345,61 @@ def test_the_forward_of_a_full_block_takes_more_warps(monkeypatch):
     assert softmax_mod._forward_plan(wide, chosen) == chosen
     narrow = torch.empty(4096, 16384, dtype=torch.float16)  # MAX_BLOCK_BYTES exactly
     assert softmax_mod._forward_plan(narrow, "auto") == plans.choose_for(narrow)
+
+
+@pytest.mark.parametrize(
+    ("n_cols", "dtype", "one_block"),
+    [
+        (28992, torch.float16, True),  # 88% of 32768
+        (27648, torch.bfloat16, True),  # FULL_BLOCK_MIN_FILL exactly
+        (27647, torch.float16, False),
+        (26624, torch.float16, False),  # 81%
+        (14000, torch.float32, True),  # 85% of 16384 four-byte columns
+        (13000, torch.float32, False),
+    ],
+    ids=str,
+)
+def test_auto_holds_a_row_filling_most_of_a_full_block_in_one(
+    monkeypatch, n_cols, dtype, one_block
+):
+    """``auto``'s looped plan of a row filling at least ``FULL_BLOCK_MIN_FILL``
+    of a full block becomes one block, forward and backward, each in its
+    warps; a narrower fill stays looped, few rows still split, and a forced
+    plan is launched as given."""
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
+    x = torch.empty(4096, n_cols, dtype=dtype)
+    chosen = plans.choose_for(x)
+    assert chosen.kind == "looped"
+    block = plans.choose_for(x, "block")
+    for plan_of, warps in (
+        (softmax_mod._forward_plan, softmax_mod.FULL_BLOCK_FWD_WARPS),
+        (softmax_mod._backward_plan, softmax_mod.FULL_BLOCK_BWD_WARPS),
+    ):
+        want = dataclasses.replace(block, num_warps=warps) if one_block else chosen
+        assert plan_of(x, "auto") == want
+        assert plan_of(x, "looped") == plans.choose_for(x, "looped")
+        few = x[:8]
+        assert plans.choose_for(few).kind == "split"
+        assert plan_of(few, "auto") == plans.choose_for(few)
+
+
+def test_the_backward_of_a_full_block_takes_fewer_warps(monkeypatch, device):
+    """The backward of ``auto``'s full block runs in ``FULL_BLOCK_BWD_WARPS``, on
+    every route that records it (the Function saves the backward's plan);
+    narrower blocks and forced plans launch as chosen."""
+    monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
+    wide = torch.empty(4096, 32000, dtype=torch.float16)
+    chosen = plans.choose_for(wide)
+    bwd = softmax_mod._backward_plan(wide, "auto")
+    assert bwd == plans.RowPlan("block", 32768, softmax_mod.FULL_BLOCK_BWD_WARPS)
+    assert bwd.num_warps < chosen.num_warps
+    assert softmax_mod._backward_plan(wide, chosen) == chosen
+    narrow = torch.empty(4096, 16384, dtype=torch.float16)
+    assert softmax_mod._backward_plan(narrow, "auto") == plans.choose_for(narrow)
+    launched = []
+    monkeypatch.setattr(
+        softmax_mod, "_launch_backward", lambda y, dy, dx, plan: launched.append(plan)
+    )
+    x = torch.randn(80, 32000, dtype=torch.float16, device=device, requires_grad=True)
+    kp.softmax(x).backward(torch.ones_like(x))
+    assert launched == [softmax_mod._backward_plan(x.detach(), "auto")]

@@ -41,6 +41,15 @@ COOP_WARPS: int | None = 8
 #: 16384 half-precision elements.
 MAX_BLOCK_BYTES = 32 * 1024
 BLOCK_WARPS: int | None = None
+#: A block plan of at most ``FEW_ROWS_PER_SM * sm_count`` rows rounds its
+#: derived warps up (``plans.warps_for``): with a few rows an SM, a row's
+#: warps are most of the loads in flight. Not fitted by the sweep (its rows
+#: are thousands): ``scripts/rows_warps_ab.py`` timed the softmax, RMSNorm
+#: and residual RMSNorm forwards at 133 to 1584 rows, and rounding up ran
+#: faster on the geometric mean at every row count, never slower through 396
+#: rows and by a few percent at most a width beyond
+#: (``results/h100-80gb-hbm3/checks/rows-warps-ab-20261207T1049Z.log``).
+FEW_ROWS_PER_SM = 8
 #: ... or when that width times ``elem_bytes`` is at most ``FULL_BLOCK_MAX_BYTES``
 #: and the row fills at least ``FULL_BLOCK_MIN_FILL`` of it (a vocabulary of
 #: 32000 half-precision columns fills 98% of 32768): a looped plan reads such a

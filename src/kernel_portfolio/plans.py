@@ -120,32 +120,37 @@ def _check_plan_name(plan: object) -> None:
 def warps_for(cols: int, elem_bytes: int, warps: int | None = None, *, up: bool = False) -> int:
     """``warps`` if given, else enough for about two 16-byte vectors per thread of ``cols``.
 
-    A power of two from 1 to 16, rounded down, or up with ``up`` (a block plan
-    of no more rows than SMs, :func:`choose`). ``cols`` is what a program loads at a time: a
-    chunk, or for a block plan the row itself, not its power-of-two block: a
-    row of 4104 columns in a block of 8192 is half masked, and warps sized to
-    the block would each load one vector and then spend as long as a full
-    block on the row's reductions, with half as many rows resident per SM.
-    Narrow rows take few warps (1024 half-precision columns: 2), so that an SM
-    holds many rows in flight: ``scripts/block_warps_ab.py`` put softmax at
-    32768x1024 float16 at 86% of copy with 2 warps and 78% with 4
-    (``results/h200/checks/block-warps-ab-20261201T0555Z.log``). With no more
-    rows than SMs each row has an SM to itself and its warps are all the loads
-    in flight: rounded up, the bfloat16 forwards of softmax, RMSNorm and
-    residual RMSNorm at 1 to 132 rows of 1536, 2560, 3584, 5120 and 7168
-    columns ran 4-20% faster on the H100 (twice the warps at every such count;
-    at 896, 2048 and 4096 columns, where rounding up changes nothing, twice as
-    many gained nothing:
-    ``results/h100-80gb-hbm3/checks/few-rows-warps-ab-20261205T1740Z.log``).
+    A power of two from 1 to 16, rounded down; with ``up`` (a block plan of
+    few rows an SM, :func:`choose`), the fewest that hold ``cols`` at two
+    vectors a thread, once ``cols`` fills two warps' worth. ``cols`` is what a
+    program loads at a time: a chunk, or for a block plan the row itself,
+    not its power-of-two block: a row of 4104 columns in a block of 8192 is
+    half masked, and warps sized to the block would each load one vector and
+    then spend as long as a full block on the row's reductions, with half as
+    many rows resident per SM. Narrow rows take few warps (1024
+    half-precision columns: 2), so that an SM holds many rows in flight:
+    ``scripts/block_warps_ab.py`` put softmax at 32768x1024 float16 at 86% of
+    copy with 2 warps and 78% with 4
+    (``results/h200/checks/block-warps-ab-20261201T0555Z.log``). With a few
+    rows an SM, a row's warps are most of the loads its SM has in flight:
+    rounded up, the bfloat16 forwards of softmax, RMSNorm and residual RMSNorm
+    at 1 to 132 rows of 1536, 2560, 3584, 5120 and 7168 columns ran 4-20%
+    faster on the H100 (at 896, 2048 and 4096 columns, where rounding up
+    changed nothing, twice as many gained nothing, and at 896 one warp, which
+    reduces without shared memory, beat two:
+    ``results/h100-80gb-hbm3/checks/few-rows-warps-ab-20261205T1740Z.log``),
+    and so did 133 to 1056 rows of 1152 to 7168 columns, 1152 and 2304 among
+    them, whose two vectors a thread were a little short of a power of two
+    (``results/h100-80gb-hbm3/checks/rows-warps-ab-20261207T1049Z.log``).
     """
     if warps is not None:
         return warps
-    per_warp = 32 * max(1, 16 // elem_bytes)
-    wanted = max(1, cols // (per_warp * 2))
-    bits = wanted.bit_length() - 1  # rounded down to a power of two
-    if up and wanted > 1 << bits:
-        bits += 1
-    return min(16, 1 << bits)
+    per_warp = 2 * 32 * max(1, 16 // elem_bytes)  # columns of two vectors a thread
+    wanted = max(1, cols // per_warp)
+    if up and wanted > 1:
+        wanted = cdiv(cols, per_warp)
+        return min(16, 1 << (wanted - 1).bit_length())
+    return min(16, 1 << (wanted.bit_length() - 1))
 
 
 def choose(
@@ -209,9 +214,13 @@ def choose(
                 f"plan='block' cannot hold a row of {n_cols} columns (at most {MAX_BLOCK_COLS}); "
                 "use 'looped' or 'split'"
             )
-        # A symbolic row count rounds down: the graph does not guard on it.
-        few = type(n_rows) is int and n_rows <= sm_count
-        warps = warps_for(n_cols, elem_bytes, plan_rule.BLOCK_WARPS, up=few)
+        # A symbolic row count rounds down: the graph does not guard on it. A
+        # row in pieces (4104 columns: 4096 and 8) counts its main piece: its
+        # tail's few columns sent 4104 columns from 8 warps to 16 rounded up,
+        # slower at every direction and row count of rows-warps-rule-ab's log.
+        few = type(n_rows) is int and n_rows <= plan_rule.FEW_ROWS_PER_SM * sm_count
+        cols = min(n_cols, block_pieces(n_cols, width)[0])
+        warps = warps_for(cols, elem_bytes, plan_rule.BLOCK_WARPS, up=few)
         return RowPlan("block", width, warps)
     if plan == "looped":
         if n_cols * elem_bytes <= plan_rule.NARROW_MAX_BYTES:

@@ -43,7 +43,9 @@ Three kernels, chosen by the launcher:
   and hand each stage back on an mbarrier, with no barrier between the
   groups, and each stores its rows while the loader fills the next tile's
   stages. Its tiles (:attr:`TmaTile.gluon`) keep more stages in flight than
-  the Triton kernel's tiles of their size, and never split ``K``. Where
+  the Triton kernel's tiles of their size, and never split ``K``. In both
+  kernels the last row of tiles ends at ``M`` (:func:`_row_start`), inside
+  ``A``, where ``M`` holds a tile's rows. Where
   ``torch.compile`` or another tracer reaches either Hopper kernel, it runs
   through a custom op of its own, ``kp::matmul_tma``: Triton's
   ``wrap_triton`` takes neither Gluon kernels nor descriptors built on the
@@ -177,6 +179,22 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     group_rows = min(num_pid_m - first_m, GROUP_M)
     local = tile_id - group * tiles_per_group
     return first_m + local % group_rows, local // group_rows
+
+
+@triton.jit
+def _row_start(pid_m, M, BLOCK_M: tl.constexpr):
+    """The first output row of row ``pid_m`` of tiles: the last row of tiles ends at ``M``.
+
+    Where ``M`` is at least ``BLOCK_M``, the last row of tiles starts at
+    ``M - BLOCK_M`` rather than past the rows before it, so that every box of
+    ``A`` it loads lies inside ``A``; the rows it shares with the row of
+    tiles before are computed twice, to the same values (the same products
+    in the same order), and stored twice. A last row of tiles mostly past
+    ``M`` ran far slower than a full one, the same tiles
+    (``results/h100-80gb-hbm3/checks/gemm-shift-ab-20261207T0838Z.log``: the
+    Gluon 128x128 tile at 400x4096x14336 1.5 times as fast shifted).
+    """
+    return tl.maximum(tl.minimum(pid_m * BLOCK_M, M - BLOCK_M), 0)
 
 
 #: The pointer kernel's runtime sizes and strides, none specialised by Triton
@@ -397,7 +415,7 @@ def _matmul_tma_kernel(
             k_first = run * k_tiles // split_k
             k_end = (run + 1) * k_tiles // split_k
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * BLOCK_M
+        off_m = _row_start(pid_m, M, BLOCK_M)
         off_n = pid_n * TILE_N
         if SWAP_AB:
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -426,7 +444,7 @@ def _matmul_tma_kernel(
         if PARTIALS:
             tile = epilogue_item % num_tiles
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * BLOCK_M
+        off_m = _row_start(pid_m, M, BLOCK_M)
         off_n = pid_n * TILE_N
         if PARTIALS:
             # Partial tiles are whole BLOCK_M x BLOCK_N blocks, tile by tile and
@@ -497,7 +515,7 @@ def _ws_loader(
     count = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * BLOCK_M
+        off_m = _row_start(pid_m, M, BLOCK_M)
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
         for off_k in range(0, K, BLOCK_K):
             s = count % STAGES
@@ -614,7 +632,7 @@ def _ws_consumer(
             count += 1
         acc, acc2 = warpgroup_mma_wait(0, deps=[acc, acc2])
         mbarrier.arrive(empty.index((count + STAGES - 1) % STAGES), pred=count > first)
-        off_m = pid_m * BLOCK_M + PART * SUB_M
+        off_m = _row_start(pid_m, M, BLOCK_M) + PART * SUB_M
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
         if EPI_N == BLOCK_N:
             tma.store_wait(0)  # the previous tile's stores have left c_smem and c2_smem
@@ -683,10 +701,10 @@ def _matmul_ws_kernel(
     for another group's warps: the Triton kernel's warps all meet at one
     every ``K`` step.
     """
-    SUB_M: gl.constexpr = 64
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
     CONSUMERS: gl.constexpr = BLOCK_M // SUB_M
-    # A in one box a stage, or one a consumer where BLOCK_M is no power of two.
-    A_BOX: gl.constexpr = SUB_M if BLOCK_M % 128 else BLOCK_M
+    # A's rows a box (the launcher's choice): a stage holds BLOCK_M // A_BOX boxes.
+    A_BOX: gl.constexpr = a_desc.block_type.shape[1 if A_COL_MAJOR else 0]
     dtype: gl.constexpr = c_desc.dtype
     shape_a: gl.constexpr = [STAGES * BLOCK_M // A_BOX] + a_desc.block_type.shape
     a_bufs = gl.allocate_shared_memory(dtype, shape_a, a_desc.layout)
@@ -852,9 +870,10 @@ class TmaTile:
         A tile of the Gluon kernel: ``128x128x64 s6 gluon``.
         """
         cols = f"{self.block_n}+{self.block_n2}" if self.block_n2 else f"{self.block_n}"
-        name = f"{self.block_m}x{cols}x{self.block_k} w{self.warps} s{self.stages}"
-        if self.gluon:
-            name = f"{self.block_m}x{cols}x{self.block_k} s{self.stages} gluon"
+        size = f"{self.block_m}x{cols}x{self.block_k}"
+        name = (
+            f"{size} s{self.stages} gluon" if self.gluon else f"{size} w{self.warps} s{self.stages}"
+        )
         return name + f" e{self.epilogue_split}" * (self.epilogue_split > 1) + " sw" * self.swap_ab
 
     def launch_args(self) -> dict:

@@ -80,15 +80,17 @@ looped/split   3*M*N*E        5*M*N*E        5*M*N*E        6*M*N*E
   loads and partial ``dweight`` stores are not 16-byte aligned and move one
   element an instruction; the weight comes from L1/L2, a partial ``dweight``
   row is written once a program. A large peeled looped or split forward
-  without a residual (:data:`SHIFT_W_MIN_ELEMENTS`), or a large peeled
-  backward (:data:`SHIFT_W_BWD_MIN_ELEMENTS`), first copies the weight into
+  without a residual or full block forward (:data:`SHIFT_W_MIN_ELEMENTS`),
+  or a large peeled backward (:data:`SHIFT_W_BWD_MIN_ELEMENTS`), first
+  copies the weight into
   ``VEC`` rows, row ``h`` starting at column ``h`` (``_shift_weight_kernel``),
   and a row whose head is ``h`` reads its body's weight from row ``h``, in
   16-byte vectors. The partial ``dweight`` rows are ``N``
   padded to a multiple of 4 floats, so that the reduction reads 16-byte
   vectors at any ``N``. ``auto``'s looped forward of such rows with a weight
-  and without a residual runs in at most :data:`UNALIGNED_FWD_WARPS` warps
-  (:func:`_forward_plan`); its backward keeps the plan's.
+  and without a residual runs in at most :data:`UNALIGNED_FWD_WARPS` warps,
+  and a row that fills :data:`FULL_BLOCK_FWD_MIN_FILL` of a full block is
+  held in one (:func:`_forward_plan`); the backward keeps the plan's.
 
 Specialisation, as in the other row operators. Compile-time values: the
 dtypes, ``HAS_RESIDUAL``, ``HAS_WEIGHT``, ``HAS_DH``, ``STORE_RSTD``,
@@ -429,11 +431,13 @@ def _fwd_block_kernel(
     x_ptr,
     r_ptr,
     w_ptr,
+    ws_ptr,
     y_ptr,
     h_ptr,
     rstd_ptr,
     first_row,
     n_cols,
+    ws_stride,
     stride_xm,
     stride_xn,
     stride_rm,
@@ -446,14 +450,16 @@ def _fwd_block_kernel(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
+    SHIFT_W: tl.constexpr,
     EARLY_W: tl.constexpr,
 ):
     """Block plan: program ``p`` takes row ``first_row + p``, held in registers.
 
     A program per row (:func:`kernel_portfolio.plans.block_launches`).
-    ``rstd_ptr`` is written only when ``STORE_RSTD``. The weight is read in
-    place, never from its shifted copies (:func:`_shifts_weight`); with the
-    row when ``EARLY_W`` (:func:`_reads_weight_early`).
+    ``rstd_ptr`` is written only when ``STORE_RSTD``. The body reads its
+    weight from the shifted copies when ``SHIFT_W`` (a full block,
+    :func:`_shifts_weight`), else in place; with the row when ``EARLY_W``
+    (:func:`_reads_weight_early`).
     """
     row64 = tl.program_id(0).to(tl.int64) + first_row  # row * stride can pass 2^31
     head = row_head(row64 * stride_xm, VEC, PEEL)
@@ -462,7 +468,7 @@ def _fwd_block_kernel(
         r_ptr + body_offset(row64, stride_rm, head, VEC, PEEL),
         h_ptr + body_offset(row64, n_cols, head, VEC, PEEL),
         y_ptr + body_offset(row64, n_cols, head, VEC, PEEL),
-        w_ptr + head,
+        _weight_row(w_ptr, ws_ptr, head, ws_stride, VEC, SHIFT_W),
         w_ptr + head,
         head,
         body_width(n_cols, head, VEC, PEEL),
@@ -1102,7 +1108,14 @@ BWD_MIN_WARPS = 4
 #: takes 72-80 registers (1024 columns, 4 warps), so ``BWD_PREFETCH_WARPS_PER_SM``
 #: warps of it reside. A split plan never prefetches: its few rows leave a
 #: program one or two, and the prefetch would only cost the residency (on the
-#: H200 64x131072 float16 ran 12-15% slower with it).
+#: H200 64x131072 float16 ran 12-15% slower with it). Nor does a heavy
+#: program of peeled rows with ``dh``: the next row's head and tail of three
+#: tensors take it past the cap (at 96 bytes, 50257 and 30522 columns, it
+#: spilled 8 and 4 bytes a thread), and on the H100 the residual RMSNorm's
+#: backward at 4096 and 16384 rows of 50257 and 51865 bfloat16 columns ran in
+#: 0.90-0.91 of the time without it, at 30522 in 0.96-0.97, while the aligned
+#: neighbours' times did not move
+#: (``results/h100-80gb-hbm3/checks/rows-unaligned-ab-20261206T2248Z.log``).
 BWD_PREFETCH_BYTES = 96
 BWD_PREFETCH_WARPS_PER_SM = 24
 #: Most columns a thread of one chunk where the backward walks a row in several
@@ -1165,12 +1178,17 @@ class BwdLaunch(NamedTuple):
 
 
 def _bwd_launch(
-    plan: plans.RowPlan, n_cols: int, elem_bytes: int, has_dh: bool, width: int | None = None
+    plan: plans.RowPlan,
+    n_cols: int,
+    elem_bytes: int,
+    has_dh: bool,
+    width: int | None = None,
+    peel: bool = False,
 ) -> BwdLaunch:
     """The backward kernels' launch under ``plan`` (``has_dh``: residual RMSNorm).
 
     ``width``: the widest body of a row (:func:`_body_width`; ``n_cols`` when
-    not given).
+    not given). ``peel``: the rows are peeled (:func:`kernel_portfolio.ops.peel.row_vec`).
 
     A block plan's backward takes the warps of its main block
     (:func:`kernel_portfolio.plans.block_pieces`) when the row derives fewer
@@ -1190,8 +1208,10 @@ def _bwd_launch(
         while block > BWD_CHUNK_ELEMS * 32 * warps:
             block //= 2
     per_thread = (block + tail) / (32 * warps)
+    light = per_thread <= BWD_LIGHT_ELEMS and warps <= BWD_LIGHT_MAX_WARPS
     prefetch = plan.kind != "split" and (2 + has_dh) * per_thread * elem_bytes <= BWD_PREFETCH_BYTES
-    if per_thread <= BWD_LIGHT_ELEMS and warps <= BWD_LIGHT_MAX_WARPS:
+    prefetch = prefetch and (light or not (peel and has_dh))
+    if light:
         resident = (BWD_PREFETCH_WARPS_PER_SM if prefetch else BWD_WARPS_PER_SM) // warps
     else:
         resident = BWD_HEAVY_WARPS_PER_SM // warps
@@ -1306,7 +1326,7 @@ def _partial_rows(
 
 
 #: Least ``rows * columns`` of a peeled RMSNorm forward (no residual, looped or
-#: split plan) for which the weight is first copied into ``VEC`` rows, each
+#: split plan; or a full block) for which the weight is first copied into ``VEC`` rows, each
 #: shifted by one more column (:func:`_shifted_weight`), so that every row's
 #: body reads its weight in 16-byte vectors. The copy is one more launch (about
 #: 2-3 us) and ``VEC`` weights of bytes; the gain is a row's worth of narrow
@@ -1316,8 +1336,12 @@ def _partial_rows(
 #: columns and 4% at 512x30522 (15.6 M elements), and cost 1-45% below 5 M
 #: elements. Where they gain nothing they stay off: the block plan (4097
 #: columns: 1.5-3% slower at 4096 and 16384 rows, already within 5% of its
-#: aligned neighbour's bandwidth) and the residual forward (0.96-1.05 of
-#: without: its two inputs and two outputs dwarf the weight's loads).
+#: aligned neighbour's bandwidth) and the looped residual forward (0.96-1.05
+#: of without: its two inputs and two outputs dwarf the weight's loads). A
+#: full block (wider than ``plan_rule.MAX_BLOCK_BYTES``) reads them with or
+#: without a residual: in the A/B of :data:`FULL_BLOCK_FWD_MIN_FILL` its peeled
+#: rows ran 4-11% slower without them (RMSNorm, 32 warps) and 7-10% slower
+#: with a residual (16 warps), at 20001 to 32001 columns.
 SHIFT_W_MIN_ELEMENTS = 1 << 23
 #: The same for the backward (any plan, with or without a residual): the copies
 #: took 5-6% off 4096 and 16384 rows of 50257 columns and 2% off 4096x151937,
@@ -1389,26 +1413,62 @@ def _shifted_weight(weight: torch.Tensor, n_cols: int, vec: int) -> tuple[torch.
 UNALIGNED_FWD_WARPS = 8
 
 
-def _forward_plan(
-    x: torch.Tensor, weight: torch.Tensor | None, plan: str | plans.RowPlan
-) -> plans.RowPlan:
-    """The forward's plan (no residual): ``plans.choose_for``, with fewer warps on unaligned rows.
+#: ``auto``'s forwards (:func:`_forward_plan`) hold a row of up to
+#: ``plan_rule.FULL_BLOCK_MAX_BYTES`` in one block where it fills at least this
+#: share of the block, below ``plan_rule.FULL_BLOCK_MIN_FILL`` (which the
+#: softmax forward sets): looped, they read the row twice. On the H100
+#: (bfloat16, 4096 and 16384 rows, cold L2:
+#: ``results/h100-80gb-hbm3/checks/wide-norm-ab-20261207T0350Z.log``; the
+#: script: ``git show 7e762e2:scripts/wide_norm_ab.py``) one block of 32768
+#: columns, peeled rows reading the weight's shifted copies, beat the looped
+#: plan at every width timed from 24576 columns (75% full) up, with and
+#: without a residual and at odd widths (the RMSNorm forward in 0.80-0.92 of
+#: the looped plan's time at 24577 and 30522 columns), and ran level with it
+#: (RMSNorm) or faster (residual) at 20000 and 20001 (61%).
+FULL_BLOCK_FWD_MIN_FILL = 5 / 8
+#: Warps of such a block in the forward without a residual (same log): 32
+#: beat 16 at every odd width (at 20001 columns by 14-15%) and were level
+#: or up to 3% faster at the aligned ones. With a residual the plan's 16 were
+#: level with 32.
+FULL_BLOCK_FWD_WARPS = 32
 
-    ``auto``'s looped plan of rows whose width is not a multiple of a 16-byte
-    vector (the peeled rows of contiguous inputs), with a weight, takes at
-    most :data:`UNALIGNED_FWD_WARPS` warps. A forced plan (a kind or a
+
+def _forward_plan(
+    x: torch.Tensor, weight: torch.Tensor | None, plan: str | plans.RowPlan, has_residual: bool
+) -> plans.RowPlan:
+    """A forward's plan: ``plans.choose_for``, with ``auto``'s full blocks and forward warps.
+
+    ``auto`` holds a row of a full block (wider than
+    ``plan_rule.MAX_BLOCK_BYTES``, at most ``plan_rule.FULL_BLOCK_MAX_BYTES``)
+    that fills at least :data:`FULL_BLOCK_FWD_MIN_FILL` of it in one block,
+    unless its rows are few enough to split; without a residual the block
+    runs in :data:`FULL_BLOCK_FWD_WARPS` warps. ``auto``'s looped plan of
+    rows whose width is not a multiple of a 16-byte vector (the peeled rows
+    of contiguous inputs), with a weight and no residual, takes at most
+    :data:`UNALIGNED_FWD_WARPS` warps. The backward keeps
+    ``plans.choose_for``'s plan. A forced plan (a kind or a
     :class:`~kernel_portfolio.plans.RowPlan`) is launched as given, and so is
     a symbolic width (``torch.compile`` with dynamic shapes), so that the
     graph does not guard on it.
     """
     chosen = plans.choose_for(x, plan)
     n_cols = x.shape[-1]
+    if plan != "auto" or type(n_cols) is not int or chosen.kind == "split":
+        return chosen
+    width_bytes = (1 << (n_cols - 1).bit_length()) * x.element_size()
     if (
-        plan == "auto"
+        plan_rule.MAX_BLOCK_BYTES < width_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
+        and n_cols * x.element_size() >= FULL_BLOCK_FWD_MIN_FILL * width_bytes
+    ):
+        block = plans.choose_for(x, "block")
+        if has_residual:
+            return block
+        return dataclasses.replace(block, num_warps=FULL_BLOCK_FWD_WARPS)
+    if (
+        not has_residual
         and weight is not None
         and chosen.kind == "looped"
         and chosen.num_warps > UNALIGNED_FWD_WARPS
-        and type(n_cols) is int
         and n_cols * x.element_size() % 16
     ):
         return dataclasses.replace(chosen, num_warps=UNALIGNED_FWD_WARPS)
@@ -1447,10 +1507,9 @@ def _forward(
     row_strides = (strides[0], strides[2], n_cols)
     vec, peel = row_vec(x.element_size(), n_cols, row_strides, strides[1] == strides[3] == 1)
     width = _body_width(n_cols, vec, peel)
-    shift_w = (
-        not has_res
-        and plan.kind != "block"
-        and _shifts_weight(peel, weight, n_rows, n_cols, SHIFT_W_MIN_ELEMENTS)
+    full_block = plan.kind == "block" and plan.block * x.element_size() > plan_rule.MAX_BLOCK_BYTES
+    shift_w = (full_block or (not has_res and plan.kind != "block")) and _shifts_weight(
+        peel, weight, n_rows, n_cols, SHIFT_W_MIN_ELEMENTS
     )
     consts = {
         "HAS_RESIDUAL": has_res,
@@ -1471,13 +1530,16 @@ def _forward(
                     x,
                     res,
                     w,
+                    ws,
                     y,
                     hh,
                     rs,
                     first_row,
                     n_cols,
+                    ws_stride,
                     *strides,
                     eps,
+                    SHIFT_W=shift_w,
                     EARLY_W=early,
                     **flags,
                     **consts,
@@ -1567,7 +1629,7 @@ def _backward(
         # A row wider than the fitted block holds four values a column past what
         # a program's registers keep (plan_rule.FULL_BLOCK_MAX_BYTES): in chunks.
         plan = plans.choose(n_rows, n_cols, elem_bytes=elem_bytes, sm_count=sms, plan="looped")
-    launch = _bwd_launch(plan, n_cols, elem_bytes, dh is not None, width)
+    launch = _bwd_launch(plan, n_cols, elem_bytes, dh is not None, width, peel)
     one_chunk = plan.kind != "split" and launch.block + launch.tail >= width
     chunks_per_split, n_split = _bwd_slices(width, plan, launch.block, launch.per_sm * sms)
     n_parts = _partial_rows(n_rows, n_split, launch, sms, vec, peel)
@@ -1728,7 +1790,7 @@ def _rms_norm_op(
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    plan = _forward_plan(x, weight, plans.from_op_args(kind, block, num_warps, splits))
+    plan = _forward_plan(x, weight, plans.from_op_args(kind, block, num_warps, splits), False)
     y, _, rstd = _rms_norm(x, None, weight, eps, plan, x, keep_rstd=True)
     return y, rstd
 
@@ -1744,7 +1806,7 @@ def _residual_rms_norm_op(
     num_warps: int,
     splits: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    plan = plans.choose_for(x, plans.from_op_args(kind, block, num_warps, splits))
+    plan = _forward_plan(x, weight, plans.from_op_args(kind, block, num_warps, splits), True)
     return _rms_norm(x, residual, weight, eps, plan, x, keep_rstd=True)
 
 
@@ -1856,7 +1918,7 @@ class _RMSNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps, plan):
-        fwd_plan = _forward_plan(x, weight, plan)
+        fwd_plan = _forward_plan(x, weight, plan, False)
         y, rstd = _FORWARD_REPLAYS.call(_forward_direct, (x, None, weight), (eps, fwd_plan, True))
         ctx.save_for_backward(x, weight, rstd)
         ctx.plan = plans.choose_for(x, plan)
@@ -1875,11 +1937,11 @@ class _ResidualRMSNorm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, residual, weight, eps, plan):
-        plan = plans.choose_for(x, plan)
+        fwd_plan = _forward_plan(x, weight, plan, True)
         tensors = (x, residual, weight)
-        y, h, rstd = _FORWARD_REPLAYS.call(_forward_direct, tensors, (eps, plan, True))
+        y, h, rstd = _FORWARD_REPLAYS.call(_forward_direct, tensors, (eps, fwd_plan, True))
         ctx.save_for_backward(h, weight, rstd)
-        ctx.plan = plan
+        ctx.plan = plans.choose_for(x, plan)
         return y, h
 
     @staticmethod
@@ -1976,7 +2038,8 @@ def _rms_norm_checked(x, weight, eps, plan) -> torch.Tensor:
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, weight):
-        return _forward_direct(x, None, weight, eps, _forward_plan(x, weight, plan), False)[0]
+        fwd_plan = _forward_plan(x, weight, plan, False)
+        return _forward_direct(x, None, weight, eps, fwd_plan, False)[0]
     if eager_route():
         return _RMSNorm.apply(x, weight, eps, plan)
     y, _ = torch.ops.kp.rms_norm(plans.as_rows(x), weight, eps, *plans.to_op_args(plan))
@@ -2043,7 +2106,9 @@ def _residual_rms_norm_checked(x, residual, weight, eps, plan) -> tuple[torch.Te
     weight = _check_weight(weight, x)
     eps = check_eps(eps)
     if direct_route(x, residual, weight):
-        return _forward_direct(x, residual, weight, eps, plans.choose_for(x, plan), False)
+        return _forward_direct(
+            x, residual, weight, eps, _forward_plan(x, weight, plan, True), False
+        )
     if eager_route():
         return _ResidualRMSNorm.apply(x, residual, weight, eps, plan)
     x2d, r2d = plans.as_rows(x), plans.as_rows(residual)

@@ -71,7 +71,8 @@ call them directly: the ``torch.ops`` dispatcher and its autograd wrapper cost
 far more host time than a small softmax takes on the GPU. Under
 ``torch.compile``, dispatch modes and ``torch.func`` it goes through
 ``kp::softmax`` and ``kp::softmax_backward``, whose bodies are the same code.
-Every route saves ``y`` and uses the same plans (:func:`_forward_plan`), so all give
+Every route saves ``y`` and uses the same plans (:func:`_forward_plan`,
+:func:`_backward_plan`), so all give
 the same bits.
 
 Inputs of any strides are read in place through ``(stride_xm, stride_xn)``
@@ -133,14 +134,35 @@ COOP_TAG_COUNTS = tl.constexpr(1024)
 COOP_GENERATIONS = tl.constexpr(2**21)
 #: Warps of the forward's ``auto`` block plan for a row past
 #: ``plan_rule.MAX_BLOCK_BYTES`` (a full block of up to
-#: ``plan_rule.FULL_BLOCK_MAX_BYTES``, :func:`_forward_plan`); the backward
-#: keeps the plan's warps. ``scripts/wide_block_ab.py`` timed the block plan
-#: of 32768 float16 columns with 16 and 32 warps
+#: ``plan_rule.FULL_BLOCK_MAX_BYTES``, :func:`_forward_plan`).
+#: ``scripts/wide_block_ab.py`` timed the block plan of 32768 float16 columns
+#: with 16 and 32 warps
 #: (``results/h100-80gb-hbm3/checks/wide-block-ab-20261205T2140Z.log``): at
 #: 32000, 32064 and 32768 columns and 1024, 4096 and 16384 rows the forward
 #: ran 2.0-2.4% faster with 32 at every cell, and the forward and backward
 #: 0.6-1.6% slower with 32 at every cell.
 FULL_BLOCK_FWD_WARPS = 32
+#: Warps of the backward's ``auto`` block plan for such a row
+#: (:func:`_backward_plan`). Timed alone
+#: (``results/h100-80gb-hbm3/checks/rows-unaligned-ab-20261206T2248Z.log``: the
+#: backward launcher at 4096 and 16384 rows of 32000 and 32768 float16
+#: columns), it ran in 0.97-0.98 of its time in 16 warps with 8, and in
+#: 1.03-1.04 with 32.
+FULL_BLOCK_BWD_WARPS = 8
+#: ``auto`` holds a row of a full block (wider than ``plan_rule.MAX_BLOCK_BYTES``,
+#: at most ``plan_rule.FULL_BLOCK_MAX_BYTES``) in one block, forward and
+#: backward, where it fills at least this share of the block, below
+#: ``plan_rule.FULL_BLOCK_MIN_FILL`` (:func:`_full_block_plan`): looped, each
+#: pass reads the row twice. On the H100 (float16, 1024, 4096 and 16384 rows,
+#: cold L2: ``results/h100-80gb-hbm3/checks/softmax-fill-ab-20261207T1237Z.log``;
+#: the script: ``git show d717696:scripts/softmax_fill_ab.py``), per width
+#: over the three row counts, the block ran the forward and backward in
+#: 0.95-0.97 of the looped plan's time at every width from 28000 columns (85%
+#: of 32768) to 30522 (93%), aligned and not, never slower at a cell, and the
+#: forward in 0.95-1.00 (at most 2.3% slower at a cell); at 26624 (81%) both
+#: ran level (the forward at most 2.1% slower). 31000 (95%), one block already,
+#: was the control.
+FULL_BLOCK_MIN_FILL = 27 / 32
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -932,23 +954,50 @@ def _launch_backward(
 # ---------------------------------------------------------------------------
 
 
-def _forward_plan(x: torch.Tensor, plan: str | plans.RowPlan) -> plans.RowPlan:
-    """The forward's plan: ``plans.choose_for``, with ``auto``'s full blocks in more warps.
+def _full_block_plan(x: torch.Tensor, plan: str | plans.RowPlan, warps: int) -> plans.RowPlan:
+    """``plans.choose_for``, with ``auto``'s full blocks held in ``warps`` warps.
 
-    :data:`FULL_BLOCK_FWD_WARPS` for a block plan past
-    ``plan_rule.MAX_BLOCK_BYTES`` that ``auto`` chose.
-
-    A forced plan (a kind or a :class:`~kernel_portfolio.plans.RowPlan`) is
-    launched as given.
+    ``auto``'s looped plan of a row that fills at least
+    :data:`FULL_BLOCK_MIN_FILL` of a full block becomes the block plan, and a
+    block plan past ``plan_rule.MAX_BLOCK_BYTES`` takes ``warps``. A forced
+    plan (a kind or a :class:`~kernel_portfolio.plans.RowPlan`) is launched as
+    given, and so is a symbolic width (``torch.compile`` with dynamic shapes)
+    with the looped plan, so that the graph does not guard on the fill.
     """
     chosen = plans.choose_for(x, plan)
-    if (
-        plan == "auto"
-        and chosen.kind == "block"
-        and chosen.block * x.element_size() > plan_rule.MAX_BLOCK_BYTES
-    ):
-        return dataclasses.replace(chosen, num_warps=FULL_BLOCK_FWD_WARPS)
+    if plan != "auto":
+        return chosen
+    if chosen.kind == "looped" and _fills_full_block(x.shape[-1], x.element_size()):
+        chosen = plans.choose_for(x, "block")
+    if chosen.kind == "block" and chosen.block * x.element_size() > plan_rule.MAX_BLOCK_BYTES:
+        return dataclasses.replace(chosen, num_warps=warps)
     return chosen
+
+
+def _fills_full_block(n_cols, elem_bytes: int) -> bool:
+    """Whether a row of ``n_cols`` fills :data:`FULL_BLOCK_MIN_FILL` of a full block.
+
+    A full block is the row's power of two when wider than
+    ``plan_rule.MAX_BLOCK_BYTES`` and at most ``plan_rule.FULL_BLOCK_MAX_BYTES``;
+    a symbolic ``n_cols`` never does.
+    """
+    if type(n_cols) is not int:
+        return False
+    width_bytes = (1 << (n_cols - 1).bit_length()) * elem_bytes
+    return (
+        plan_rule.MAX_BLOCK_BYTES < width_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
+        and n_cols * elem_bytes >= FULL_BLOCK_MIN_FILL * width_bytes
+    )
+
+
+def _forward_plan(x: torch.Tensor, plan: str | plans.RowPlan) -> plans.RowPlan:
+    """The forward's: full blocks in :data:`FULL_BLOCK_FWD_WARPS` (:func:`_full_block_plan`)."""
+    return _full_block_plan(x, plan, FULL_BLOCK_FWD_WARPS)
+
+
+def _backward_plan(x: torch.Tensor, plan: str | plans.RowPlan) -> plans.RowPlan:
+    """The backward's: full blocks in :data:`FULL_BLOCK_BWD_WARPS` (:func:`_full_block_plan`)."""
+    return _full_block_plan(x, plan, FULL_BLOCK_BWD_WARPS)
 
 
 def _forward(x: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
@@ -988,7 +1037,7 @@ def _softmax_op(
 def _softmax_backward_op(
     y: torch.Tensor, dy: torch.Tensor, kind: str, block: int, num_warps: int, splits: int
 ) -> torch.Tensor:
-    plan = plans.choose_for(y, plans.from_op_args(kind, block, num_warps, splits))
+    plan = _backward_plan(y, plans.from_op_args(kind, block, num_warps, splits))
     return _backward_rows(y, dy, plan)
 
 
@@ -1023,7 +1072,7 @@ class _Softmax(torch.autograd.Function):
     def forward(ctx, x, plan):
         y = _FORWARD_REPLAYS.call(_forward_direct, (x,), (_forward_plan(x, plan),))
         ctx.save_for_backward(y)
-        ctx.plan = plans.choose_for(x, plan)
+        ctx.plan = _backward_plan(x, plan)
         return y
 
     @staticmethod
