@@ -350,22 +350,22 @@ def test_the_forward_of_a_full_block_takes_more_warps(monkeypatch):
 @pytest.mark.parametrize(
     ("n_cols", "dtype", "one_block"),
     [
-        (14496, torch.float32, True),  # 88% of 16384 four-byte columns
-        (13312, torch.float32, True),  # FULL_BLOCK_MIN_FILL exactly
-        (13311, torch.float32, False),
-        (12288, torch.float32, False),  # 75%
-        (28992, torch.float16, False),  # 88% of 32768 two-byte columns
-        (30522, torch.bfloat16, False),
+        (28992, torch.float16, True),  # 88% of 32768
+        (27648, torch.bfloat16, True),  # FULL_BLOCK_MIN_FILL exactly
+        (27647, torch.float16, False),
+        (26624, torch.float16, False),  # 81%
+        (14000, torch.float32, True),  # 85% of 16384 four-byte columns
+        (13000, torch.float32, False),
     ],
     ids=str,
 )
 def test_auto_holds_a_row_filling_most_of_a_full_block_in_one(
     monkeypatch, n_cols, dtype, one_block
 ):
-    """``auto``'s looped plan of a float32 row filling at least
-    ``FULL_BLOCK_MIN_FILL`` of a full block becomes one block, forward and
-    backward, each in its warps; a narrower fill or a half-precision row stays
-    looped, few rows still split, and a forced plan is launched as given."""
+    """``auto``'s looped plan of a row filling at least ``FULL_BLOCK_MIN_FILL``
+    of a full block becomes one block, forward and backward, each in its
+    warps; a narrower fill stays looped, few rows still split, and a forced
+    plan is launched as given."""
     monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
     x = torch.empty(4096, n_cols, dtype=dtype)
     chosen = plans.choose_for(x)

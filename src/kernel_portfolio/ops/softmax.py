@@ -149,25 +149,20 @@ FULL_BLOCK_FWD_WARPS = 32
 #: columns), it ran in 0.97-0.98 of its time in 16 warps with 8, and in
 #: 1.03-1.04 with 32.
 FULL_BLOCK_BWD_WARPS = 8
-#: ``auto`` holds a float32 row of a full block (wider than
-#: ``plan_rule.MAX_BLOCK_BYTES``, at most ``plan_rule.FULL_BLOCK_MAX_BYTES``) in
-#: one block, forward and backward, where it fills at least this share of the
-#: block, below ``plan_rule.FULL_BLOCK_MIN_FILL`` (:func:`_full_block_plan`):
-#: looped, each pass reads the row twice. On the H200 (1024, 4096 and 16384
-#: rows, cold L2, the script: ``git show 840a243:scripts/softmax_fill_ab.py``)
-#: float32 rows of 13312 to 15261 columns (81% to 93% of 16384) ran in one
-#: block in 0.87-0.92 of the looped plan's time forward and 0.79-0.87 forward
-#: and backward, per width over the three row counts, and faster at every cell
-#: (``results/h200/checks/softmax-fill-ab-20261207T1258Z.log``); half-precision
-#: rows of 26624 to 30522 columns (81% to 93% of 32768) ran the forward slower
-#: in one block at every width (1.03-1.07 of the looped plan's time) and the
-#: forward and backward level or slower
-#: (``results/h200/checks/softmax-fill-ab-20261207T1308Z.log``), though on an
-#: H100 the block ran both faster from 85% of the block
-#: (``results/h100-80gb-hbm3/checks/softmax-fill-ab-20261207T1237Z.log``).
-FULL_BLOCK_MIN_FILL = 13 / 16
-#: The element size :data:`FULL_BLOCK_MIN_FILL` applies to (float32).
-FULL_BLOCK_FILL_ELEM_BYTES = 4
+#: ``auto`` holds a row of a full block (wider than ``plan_rule.MAX_BLOCK_BYTES``,
+#: at most ``plan_rule.FULL_BLOCK_MAX_BYTES``) in one block, forward and
+#: backward, where it fills at least this share of the block, below
+#: ``plan_rule.FULL_BLOCK_MIN_FILL`` (:func:`_full_block_plan`): looped, each
+#: pass reads the row twice. On the H100 (float16, 1024, 4096 and 16384 rows,
+#: cold L2: ``results/h100-80gb-hbm3/checks/softmax-fill-ab-20261207T1237Z.log``;
+#: the script: ``git show d717696:scripts/softmax_fill_ab.py``), per width
+#: over the three row counts, the block ran the forward and backward in
+#: 0.95-0.97 of the looped plan's time at every width from 28000 columns (85%
+#: of 32768) to 30522 (93%), aligned and not, never slower at a cell, and the
+#: forward in 0.95-1.00 (at most 2.3% slower at a cell); at 26624 (81%) both
+#: ran level (the forward at most 2.1% slower). 31000 (95%), one block already,
+#: was the control.
+FULL_BLOCK_MIN_FILL = 27 / 32
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -962,9 +957,8 @@ def _launch_backward(
 def _full_block_plan(x: torch.Tensor, plan: str | plans.RowPlan, warps: int) -> plans.RowPlan:
     """``plans.choose_for``, with ``auto``'s full blocks held in ``warps`` warps.
 
-    ``auto``'s looped plan of a float32 row that fills at least
-    :data:`FULL_BLOCK_MIN_FILL` of a full block (:func:`_fills_full_block`)
-    becomes the block plan, and a
+    ``auto``'s looped plan of a row that fills at least
+    :data:`FULL_BLOCK_MIN_FILL` of a full block becomes the block plan, and a
     block plan past ``plan_rule.MAX_BLOCK_BYTES`` takes ``warps``. A forced
     plan (a kind or a :class:`~kernel_portfolio.plans.RowPlan`) is launched as
     given, and so is a symbolic width (``torch.compile`` with dynamic shapes)
@@ -985,10 +979,9 @@ def _fills_full_block(n_cols, elem_bytes: int) -> bool:
 
     A full block is the row's power of two when wider than
     ``plan_rule.MAX_BLOCK_BYTES`` and at most ``plan_rule.FULL_BLOCK_MAX_BYTES``;
-    only rows of :data:`FULL_BLOCK_FILL_ELEM_BYTES` a column do, and a
-    symbolic ``n_cols`` never does.
+    a symbolic ``n_cols`` never does.
     """
-    if type(n_cols) is not int or elem_bytes != FULL_BLOCK_FILL_ELEM_BYTES:
+    if type(n_cols) is not int:
         return False
     width_bytes = (1 << (n_cols - 1).bit_length()) * elem_bytes
     return (
