@@ -350,22 +350,22 @@ def test_the_forward_of_a_full_block_takes_more_warps(monkeypatch):
 @pytest.mark.parametrize(
     ("n_cols", "dtype", "one_block"),
     [
-        (28992, torch.float16, True),  # 88% of 32768
-        (27648, torch.bfloat16, True),  # FULL_BLOCK_MIN_FILL exactly
-        (27647, torch.float16, False),
-        (26624, torch.float16, False),  # 81%
-        (14000, torch.float32, True),  # 85% of 16384 four-byte columns
-        (13000, torch.float32, False),
+        (14496, torch.float32, True),  # 88% of 16384 four-byte columns
+        (13312, torch.float32, True),  # FULL_BLOCK_MIN_FILL exactly
+        (13311, torch.float32, False),
+        (12288, torch.float32, False),  # 75%
+        (28992, torch.float16, False),  # 88% of 32768 two-byte columns
+        (30522, torch.bfloat16, False),
     ],
     ids=str,
 )
 def test_auto_holds_a_row_filling_most_of_a_full_block_in_one(
     monkeypatch, n_cols, dtype, one_block
 ):
-    """``auto``'s looped plan of a row filling at least ``FULL_BLOCK_MIN_FILL``
-    of a full block becomes one block, forward and backward, each in its
-    warps; a narrower fill stays looped, few rows still split, and a forced
-    plan is launched as given."""
+    """``auto``'s looped plan of a float32 row filling at least
+    ``FULL_BLOCK_MIN_FILL`` of a full block becomes one block, forward and
+    backward, each in its warps; a narrower fill or a half-precision row stays
+    looped, few rows still split, and a forced plan is launched as given."""
     monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
     x = torch.empty(4096, n_cols, dtype=dtype)
     chosen = plans.choose_for(x)
@@ -381,6 +381,26 @@ def test_auto_holds_a_row_filling_most_of_a_full_block_in_one(
         few = x[:8]
         assert plans.choose_for(few).kind == "split"
         assert plan_of(few, "auto") == plans.choose_for(few)
+
+
+@pytest.mark.parametrize("half", [True, False], ids=["half product", "float32 product"])
+@pytest.mark.parametrize(
+    ("n_cols", "dtype"),
+    [(4096, torch.float16), (4104, torch.float16), (4099, torch.float16), (4104, torch.bfloat16)],
+    ids=str,
+)
+def test_block_backward_product_either_way(monkeypatch, device, half, n_cols, dtype):
+    """The block backward's product (``BWD_HALF_PRODUCT``, float16 rows only)
+    matches the float64 reference either way, at a whole block, a block with
+    a tail and a peeled row."""
+    monkeypatch.setattr(softmax_mod, "BWD_HALF_PRODUCT", half)
+    launches = record_launches(monkeypatch, softmax_mod)
+    y = torch.softmax(torch.randn(5, n_cols, device=device), -1).to(dtype)
+    dy = torch.randn(5, n_cols, device=device).to(dtype)
+    dx = poison(torch.empty_like(y))
+    _launch_backward(y, dy, dx, plans.choose_for(y, "block"))
+    assert_matches(dx, reference.softmax_backward(y, dy), dtype, "dx")
+    assert [kw["HALF_PRODUCT"] for _, _, kw in launches] == [half and dtype == torch.float16]
 
 
 def test_the_backward_of_a_full_block_takes_fewer_warps(monkeypatch, device):

@@ -123,6 +123,17 @@ _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: default, which the block and split plans keep): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
+#: The block backward's ``dx = y * (dy - dot)`` of a float16 row: the
+#: difference in float32, rounded to float16, times ``y`` in float16 (about an
+#: ulp of the output from the float32 product), instead of the product in
+#: float32 (:func:`_grad`). bfloat16 rows keep the float32 product: the Triton
+#: interpreter multiplies bfloat16 values wrongly, so the CPU tests could not
+#: check it. Compiled for ``sm_90a``, a block of 32768 float16 columns then
+#: keeps ``y`` and ``dy`` in half precision through the row's reduction and
+#: spills nothing in 8, 16 or 32 warps, where the float32 product spills 88,
+#: 56 and 40 bytes a thread. A switch for ``scripts/softmax_bwd_ab.py``, which
+#: times both on the H200.
+BWD_HALF_PRODUCT = True
 #: Fewest partial ``(max, sum)`` pairs a cooperative program polls at once
 #: (:func:`_coop_slots`): a warp's width, so a row of up to 32 programs
 #: reduces inside a warp, with no shared memory.
@@ -149,20 +160,25 @@ FULL_BLOCK_FWD_WARPS = 32
 #: columns), it ran in 0.97-0.98 of its time in 16 warps with 8, and in
 #: 1.03-1.04 with 32.
 FULL_BLOCK_BWD_WARPS = 8
-#: ``auto`` holds a row of a full block (wider than ``plan_rule.MAX_BLOCK_BYTES``,
-#: at most ``plan_rule.FULL_BLOCK_MAX_BYTES``) in one block, forward and
-#: backward, where it fills at least this share of the block, below
-#: ``plan_rule.FULL_BLOCK_MIN_FILL`` (:func:`_full_block_plan`): looped, each
-#: pass reads the row twice. On the H100 (float16, 1024, 4096 and 16384 rows,
-#: cold L2: ``results/h100-80gb-hbm3/checks/softmax-fill-ab-20261207T1237Z.log``;
-#: the script: ``git show d717696:scripts/softmax_fill_ab.py``), per width
-#: over the three row counts, the block ran the forward and backward in
-#: 0.95-0.97 of the looped plan's time at every width from 28000 columns (85%
-#: of 32768) to 30522 (93%), aligned and not, never slower at a cell, and the
-#: forward in 0.95-1.00 (at most 2.3% slower at a cell); at 26624 (81%) both
-#: ran level (the forward at most 2.1% slower). 31000 (95%), one block already,
-#: was the control.
-FULL_BLOCK_MIN_FILL = 27 / 32
+#: ``auto`` holds a float32 row of a full block (wider than
+#: ``plan_rule.MAX_BLOCK_BYTES``, at most ``plan_rule.FULL_BLOCK_MAX_BYTES``) in
+#: one block, forward and backward, where it fills at least this share of the
+#: block, below ``plan_rule.FULL_BLOCK_MIN_FILL`` (:func:`_full_block_plan`):
+#: looped, each pass reads the row twice. On the H200 (1024, 4096 and 16384
+#: rows, cold L2, the script: ``git show 840a243:scripts/softmax_fill_ab.py``)
+#: float32 rows of 13312 to 15261 columns (81% to 93% of 16384) ran in one
+#: block in 0.87-0.92 of the looped plan's time forward and 0.79-0.87 forward
+#: and backward, per width over the three row counts, and faster at every cell
+#: (``results/h200/checks/softmax-fill-ab-20261207T1258Z.log``); half-precision
+#: rows of 26624 to 30522 columns (81% to 93% of 32768) ran the forward slower
+#: in one block at every width (1.03-1.07 of the looped plan's time) and the
+#: forward and backward level or slower
+#: (``results/h200/checks/softmax-fill-ab-20261207T1308Z.log``), though on an
+#: H100 the block ran both faster from 85% of the block
+#: (``results/h100-80gb-hbm3/checks/softmax-fill-ab-20261207T1237Z.log``).
+FULL_BLOCK_MIN_FILL = 13 / 16
+#: The element size :data:`FULL_BLOCK_MIN_FILL` applies to (float32).
+FULL_BLOCK_FILL_ELEM_BYTES = 4
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -231,6 +247,16 @@ def _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, EVICT: tl.const
     y = tl.load(y_row + cols64 * stride_yn, mask=mask, other=0.0, eviction_policy=EVICT)
     dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0, eviction_policy=EVICT)
     return y.to(tl.float32), dy.to(tl.float32)
+
+
+@triton.jit
+def _grad(y, dy, dot, HALF_PRODUCT: tl.constexpr):
+    """``y * (dy - dot)`` in ``y``'s dtype, of ``y`` and ``dy`` as loaded: the
+    product in float32, or with ``HALF_PRODUCT`` the difference in float32
+    rounded to ``y``'s dtype and the product in it (:data:`BWD_HALF_PRODUCT`)."""
+    if HALF_PRODUCT:
+        return y * (dy.to(tl.float32) - dot).to(y.dtype)
+    return (y.to(tl.float32) * (dy.to(tl.float32) - dot)).to(y.dtype)
 
 
 @triton.jit
@@ -629,10 +655,12 @@ def _bwd_block_kernel(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
+    HALF_PRODUCT: tl.constexpr,
 ):
     """Block plan, backward: ``dx = y * (dy - sum(dy * y))``, one read and one write per row.
 
-    ``TAIL`` and ``PEEL`` as in :func:`_fwd_block_kernel`.
+    ``TAIL`` and ``PEEL`` as in :func:`_fwd_block_kernel`; ``HALF_PRODUCT``
+    as in :func:`_grad`, for the row's main block.
     """
     cols = tl.arange(0, BLOCK)
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
@@ -643,8 +671,10 @@ def _bwd_block_kernel(
         y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
         dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
         dx_row = dx_ptr + body_offset(row64, stride_dxm, head, VEC, PEEL)
-        y, dy = _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, "")
-        dot = tl.sum(y * dy, 0)
+        cols64 = cols.to(tl.int64)
+        y = tl.load(y_row + cols64 * stride_yn, mask=mask, other=0.0)
+        dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0)
+        dot = tl.sum(y.to(tl.float32) * dy.to(tl.float32), 0)
         if TAIL > 0:
             tail_cols = BLOCK + tl.arange(0, TAIL)
             tail_mask = tail_cols < n_body
@@ -661,7 +691,7 @@ def _bwd_block_kernel(
         if TAIL > 0:
             dx_tail = y_tail * (dy_tail - dot)
             tl.store(dx_row + tail_cols, dx_tail.to(dx_ptr.dtype.element_ty), mask=tail_mask)
-        dx = y * (dy - dot)
+        dx = _grad(y, dy, dot, HALF_PRODUCT)
         tl.store(dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
@@ -922,6 +952,7 @@ def _launch_backward(
     with device_guard(y):
         if plan.kind == "block":
             consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
+            consts["HALF_PRODUCT"] = BWD_HALF_PRODUCT and y.dtype == torch.float16
         if plan.kind in ("block", "looped"):
             kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
             if plan.kind == "looped":
@@ -957,8 +988,9 @@ def _launch_backward(
 def _full_block_plan(x: torch.Tensor, plan: str | plans.RowPlan, warps: int) -> plans.RowPlan:
     """``plans.choose_for``, with ``auto``'s full blocks held in ``warps`` warps.
 
-    ``auto``'s looped plan of a row that fills at least
-    :data:`FULL_BLOCK_MIN_FILL` of a full block becomes the block plan, and a
+    ``auto``'s looped plan of a float32 row that fills at least
+    :data:`FULL_BLOCK_MIN_FILL` of a full block (``plans.fills_full_block``)
+    becomes the block plan, and a
     block plan past ``plan_rule.MAX_BLOCK_BYTES`` takes ``warps``. A forced
     plan (a kind or a :class:`~kernel_portfolio.plans.RowPlan`) is launched as
     given, and so is a symbolic width (``torch.compile`` with dynamic shapes)
@@ -967,27 +999,17 @@ def _full_block_plan(x: torch.Tensor, plan: str | plans.RowPlan, warps: int) -> 
     chosen = plans.choose_for(x, plan)
     if plan != "auto":
         return chosen
-    if chosen.kind == "looped" and _fills_full_block(x.shape[-1], x.element_size()):
+    n_cols, elem_bytes = x.shape[-1], x.element_size()
+    if (
+        chosen.kind == "looped"
+        and type(n_cols) is int
+        and elem_bytes == FULL_BLOCK_FILL_ELEM_BYTES
+        and plans.fills_full_block(n_cols, elem_bytes, FULL_BLOCK_MIN_FILL)
+    ):
         chosen = plans.choose_for(x, "block")
-    if chosen.kind == "block" and chosen.block * x.element_size() > plan_rule.MAX_BLOCK_BYTES:
+    if chosen.kind == "block" and chosen.block * elem_bytes > plan_rule.MAX_BLOCK_BYTES:
         return dataclasses.replace(chosen, num_warps=warps)
     return chosen
-
-
-def _fills_full_block(n_cols, elem_bytes: int) -> bool:
-    """Whether a row of ``n_cols`` fills :data:`FULL_BLOCK_MIN_FILL` of a full block.
-
-    A full block is the row's power of two when wider than
-    ``plan_rule.MAX_BLOCK_BYTES`` and at most ``plan_rule.FULL_BLOCK_MAX_BYTES``;
-    a symbolic ``n_cols`` never does.
-    """
-    if type(n_cols) is not int:
-        return False
-    width_bytes = (1 << (n_cols - 1).bit_length()) * elem_bytes
-    return (
-        plan_rule.MAX_BLOCK_BYTES < width_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
-        and n_cols * elem_bytes >= FULL_BLOCK_MIN_FILL * width_bytes
-    )
 
 
 def _forward_plan(x: torch.Tensor, plan: str | plans.RowPlan) -> plans.RowPlan:
