@@ -27,8 +27,10 @@ MODEL_WIDTHS = (5120, 12288, 16384, 20000)
 #: Bytes spilled by ``(shape, dtype, launcher, kernel)``, as known: the RMSNorm
 #: backward's block rows of 32 columns a thread (with the weight loaded each
 #: row: 168 and 196 bytes held). The softmax backward's block of 32768
-#: half-precision columns spills nothing with its product in half precision
-#: (``softmax.BWD_HALF_PRODUCT``; in float32 it spilled 88 bytes). The residual RMSNorm
+#: float16 columns spills nothing with its product in half precision
+#: (``softmax._grad``; in float32 it spilled 88 bytes); a bfloat16 row keeps
+#: the float32 product and spills in ``softmax.FULL_BLOCK_BWD_WARPS``, which its
+#: A/B timed ahead of the looped plan at every cell all the same. The residual RMSNorm
 #: backward at the peeled vocabulary widths spilled 4 and 8 bytes with its
 #: prefetch, which its launch rule now leaves out there. The RMSNorm forward at the
 #: peeled vocabulary widths spilled in 16 warps (64 registers a thread); in
@@ -39,6 +41,8 @@ KNOWN_SPILLS = {
     ("4096x12288", "float16", "rms_norm bwd", "_bwd_kernel"): 44,
     ("4096x16384", "float16", "residual bwd", "_bwd_kernel"): 80,
     ("4096x16384", "float16", "rms_norm bwd", "_bwd_kernel"): 44,
+    ("4096x30520", "bfloat16", "softmax bwd", "_bwd_block_kernel"): 84,
+    ("4096x30522", "bfloat16", "softmax bwd", "_bwd_block_kernel"): 60,
 }
 
 

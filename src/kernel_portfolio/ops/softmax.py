@@ -123,17 +123,6 @@ _RUNTIME_SPLIT_ARGS = [*_RUNTIME_ARGS, "chunks_per_split"]
 #: default, which the block and split plans keep): see the module docstring.
 LOOPED_FIRST_PASS = "evict_last"
 LOOPED_SECOND_PASS = "evict_first"
-#: The block backward's ``dx = y * (dy - dot)`` of a float16 row: the
-#: difference in float32, rounded to float16, times ``y`` in float16 (about an
-#: ulp of the output from the float32 product), instead of the product in
-#: float32 (:func:`_grad`). bfloat16 rows keep the float32 product: the Triton
-#: interpreter multiplies bfloat16 values wrongly, so the CPU tests could not
-#: check it. Compiled for ``sm_90a``, a block of 32768 float16 columns then
-#: keeps ``y`` and ``dy`` in half precision through the row's reduction and
-#: spills nothing in 8, 16 or 32 warps, where the float32 product spills 88,
-#: 56 and 40 bytes a thread. A switch for ``scripts/softmax_bwd_ab.py``, which
-#: times both on the H200.
-BWD_HALF_PRODUCT = True
 #: Fewest partial ``(max, sum)`` pairs a cooperative program polls at once
 #: (:func:`_coop_slots`): a warp's width, so a row of up to 32 programs
 #: reduces inside a warp, with no shared memory.
@@ -153,13 +142,21 @@ COOP_GENERATIONS = tl.constexpr(2**21)
 #: ran 2.0-2.4% faster with 32 at every cell, and the forward and backward
 #: 0.6-1.6% slower with 32 at every cell.
 FULL_BLOCK_FWD_WARPS = 32
-#: Warps of the backward's ``auto`` block plan for such a row
-#: (:func:`_backward_plan`). Timed alone
-#: (``results/h100-80gb-hbm3/checks/rows-unaligned-ab-20261206T2248Z.log``: the
-#: backward launcher at 4096 and 16384 rows of 32000 and 32768 float16
-#: columns), it ran in 0.97-0.98 of its time in 16 warps with 8, and in
-#: 1.03-1.04 with 32.
-FULL_BLOCK_BWD_WARPS = 8
+#: Warps of the backward's ``auto`` block plan for a row past
+#: ``plan_rule.MAX_BLOCK_BYTES`` (:func:`_backward_plan`), which runs one
+#: program a row (:func:`_launch_backward`) and, for a float16 row, the half
+#: product (:func:`_grad`). ``scripts/softmax_bwd_ab.py`` timed the backward
+#: launcher alone at 1024, 4096 and 16384 rows of 20000 to 32768 float16
+#: columns (18 cells) in 8, 16 and 32 warps, on a persistent grid or a program
+#: a row, with the float32 or the half product, beside Liger-Kernel's backward
+#: (``results/h100-80gb-hbm3/checks/softmax-bwd-ab-20261207T1506Z.log``):
+#: 16 warps, a program a row and the half product ran in 0.923 of Liger-Kernel's
+#: time on the geometric mean (worst cell 1.013), where 8 warps on the
+#: persistent grid with the float32 product (the plan before) ran in 0.984
+#: (worst 1.160), and the looped plan that ``plans.choose`` gives rows of
+#: 20000 to 30522 columns in 1.003. With the float32 product (bfloat16 rows),
+#: 16 warps and a program a row ran in 0.966.
+FULL_BLOCK_BWD_WARPS = 16
 #: ``auto`` holds a float32 row of a full block (wider than
 #: ``plan_rule.MAX_BLOCK_BYTES``, at most ``plan_rule.FULL_BLOCK_MAX_BYTES``) in
 #: one block, forward and backward, where it fills at least this share of the
@@ -177,8 +174,14 @@ FULL_BLOCK_BWD_WARPS = 8
 #: H100 the block ran both faster from 85% of the block
 #: (``results/h100-80gb-hbm3/checks/softmax-fill-ab-20261207T1237Z.log``).
 FULL_BLOCK_MIN_FILL = 13 / 16
-#: The element size :data:`FULL_BLOCK_MIN_FILL` applies to (float32).
-FULL_BLOCK_FILL_ELEM_BYTES = 4
+#: The least share of a full block, by element size, at which ``auto``'s
+#: looped plan becomes the block plan (:func:`_full_block_plan`): forward,
+#: float32 rows from :data:`FULL_BLOCK_MIN_FILL`; backward, those and every
+#: half-precision row of a full block (16385 to 32768 columns), which the
+#: backward's A/B (:data:`FULL_BLOCK_BWD_WARPS`) ran faster in one block than
+#: looped at every cell from 20000 columns (61% of the block) to 30522.
+FORWARD_FILLS = {4: FULL_BLOCK_MIN_FILL}
+BACKWARD_FILLS = {4: FULL_BLOCK_MIN_FILL, 2: 0.0}
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -251,9 +254,18 @@ def _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, EVICT: tl.const
 
 @triton.jit
 def _grad(y, dy, dot, HALF_PRODUCT: tl.constexpr):
-    """``y * (dy - dot)`` in ``y``'s dtype, of ``y`` and ``dy`` as loaded: the
-    product in float32, or with ``HALF_PRODUCT`` the difference in float32
-    rounded to ``y``'s dtype and the product in it (:data:`BWD_HALF_PRODUCT`)."""
+    """``y * (dy - dot)`` in ``y``'s dtype, of ``y`` and ``dy`` as loaded.
+
+    The product in float32, or with ``HALF_PRODUCT`` (the block backward of a
+    float16 row) the difference in float32, rounded to float16, times ``y`` in
+    float16: within about an ulp of the output of the float32 product, and a
+    block of 32768 float16 columns then keeps ``y`` and ``dy`` in half
+    precision through the row's reduction. Compiled for ``sm_90a`` it spills
+    nothing in 8, 16 or 32 warps, where the float32 product spills 88, 56 and
+    40 bytes a thread (``tests/test_spills.py``). bfloat16 rows keep the
+    float32 product: the Triton interpreter multiplies bfloat16 values
+    wrongly, so the CPU tests could not check it.
+    """
     if HALF_PRODUCT:
         return y * (dy.to(tl.float32) - dot).to(y.dtype)
     return (y.to(tl.float32) * (dy.to(tl.float32) - dot)).to(y.dtype)
@@ -950,15 +962,18 @@ def _launch_backward(
     )
     consts = {"BLOCK": plan.block, "VEC": vec, "PEEL": peel, "num_warps": plan.num_warps}
     with device_guard(y):
-        if plan.kind == "block":
-            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
-            consts["HALF_PRODUCT"] = BWD_HALF_PRODUCT and y.dtype == torch.float16
         if plan.kind in ("block", "looped"):
-            kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
-            if plan.kind == "looped":
+            programs = plans.persistent_programs(n_rows, plan, plans.sm_count(y.device))
+            if plan.kind == "block":
+                kernel = _bwd_block_kernel
+                consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
+                consts["HALF_PRODUCT"] = y.dtype == torch.float16
+                if _full_block(plan, y.element_size()):
+                    programs = min(n_rows, plans.MAX_GRID)  # a program a row
+            else:
+                kernel = _bwd_looped_kernel
                 consts |= {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
-            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
-            launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
+            launchable(kernel)[(programs,)](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_dot = scratch((n_rows, n_splits), torch.float32, y.device)
@@ -985,16 +1000,23 @@ def _launch_backward(
 # ---------------------------------------------------------------------------
 
 
-def _full_block_plan(x: torch.Tensor, plan: str | plans.RowPlan, warps: int) -> plans.RowPlan:
+def _full_block(plan: plans.RowPlan, elem_bytes: int) -> bool:
+    """Whether ``plan`` holds a row in one block wider than ``plan_rule.MAX_BLOCK_BYTES``."""
+    return plan.kind == "block" and plan.block * elem_bytes > plan_rule.MAX_BLOCK_BYTES
+
+
+def _full_block_plan(
+    x: torch.Tensor, plan: str | plans.RowPlan, warps: int, fills: dict[int, float]
+) -> plans.RowPlan:
     """``plans.choose_for``, with ``auto``'s full blocks held in ``warps`` warps.
 
-    ``auto``'s looped plan of a float32 row that fills at least
-    :data:`FULL_BLOCK_MIN_FILL` of a full block (``plans.fills_full_block``)
-    becomes the block plan, and a
-    block plan past ``plan_rule.MAX_BLOCK_BYTES`` takes ``warps``. A forced
-    plan (a kind or a :class:`~kernel_portfolio.plans.RowPlan`) is launched as
-    given, and so is a symbolic width (``torch.compile`` with dynamic shapes)
-    with the looped plan, so that the graph does not guard on the fill.
+    ``auto``'s looped plan of a row that fills at least ``fills[element
+    size]`` of a full block (``plans.fills_full_block``; no entry: never)
+    becomes the block plan, and a block plan past
+    ``plan_rule.MAX_BLOCK_BYTES`` takes ``warps``. A forced plan (a kind or a
+    :class:`~kernel_portfolio.plans.RowPlan`) is launched as given, and so is
+    a symbolic width (``torch.compile`` with dynamic shapes) with the looped
+    plan, so that the graph does not guard on the fill.
     """
     chosen = plans.choose_for(x, plan)
     if plan != "auto":
@@ -1003,23 +1025,25 @@ def _full_block_plan(x: torch.Tensor, plan: str | plans.RowPlan, warps: int) -> 
     if (
         chosen.kind == "looped"
         and type(n_cols) is int
-        and elem_bytes == FULL_BLOCK_FILL_ELEM_BYTES
-        and plans.fills_full_block(n_cols, elem_bytes, FULL_BLOCK_MIN_FILL)
+        and elem_bytes in fills
+        and plans.fills_full_block(n_cols, elem_bytes, fills[elem_bytes])
     ):
         chosen = plans.choose_for(x, "block")
-    if chosen.kind == "block" and chosen.block * elem_bytes > plan_rule.MAX_BLOCK_BYTES:
+    if _full_block(chosen, elem_bytes):
         return dataclasses.replace(chosen, num_warps=warps)
     return chosen
 
 
 def _forward_plan(x: torch.Tensor, plan: str | plans.RowPlan) -> plans.RowPlan:
-    """The forward's: full blocks in :data:`FULL_BLOCK_FWD_WARPS` (:func:`_full_block_plan`)."""
-    return _full_block_plan(x, plan, FULL_BLOCK_FWD_WARPS)
+    """The forward's: :data:`FULL_BLOCK_FWD_WARPS`, :data:`FORWARD_FILLS`
+    (:func:`_full_block_plan`)."""
+    return _full_block_plan(x, plan, FULL_BLOCK_FWD_WARPS, FORWARD_FILLS)
 
 
 def _backward_plan(x: torch.Tensor, plan: str | plans.RowPlan) -> plans.RowPlan:
-    """The backward's: full blocks in :data:`FULL_BLOCK_BWD_WARPS` (:func:`_full_block_plan`)."""
-    return _full_block_plan(x, plan, FULL_BLOCK_BWD_WARPS)
+    """The backward's: :data:`FULL_BLOCK_BWD_WARPS`, :data:`BACKWARD_FILLS`
+    (:func:`_full_block_plan`)."""
+    return _full_block_plan(x, plan, FULL_BLOCK_BWD_WARPS, BACKWARD_FILLS)
 
 
 def _forward(x: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
