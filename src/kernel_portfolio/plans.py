@@ -117,22 +117,6 @@ def _check_plan_name(plan: object) -> None:
         )
 
 
-def fills_full_block(n_cols: int, elem_bytes: int, min_fill: float) -> bool:
-    """Whether a row fills at least ``min_fill`` of a full block.
-
-    A full block is the row's power-of-two width when that is wider than
-    ``plan_rule.MAX_BLOCK_BYTES`` and at most ``plan_rule.FULL_BLOCK_MAX_BYTES``:
-    one program holds it whole, where a looped plan reads the row twice. Plain
-    comparisons, so that a symbolic width under ``torch.compile`` becomes a
-    guard; a caller that must not guard on the width checks for it first.
-    """
-    width_bytes = (1 << (max(n_cols, 1) - 1).bit_length()) * elem_bytes
-    return (
-        plan_rule.MAX_BLOCK_BYTES < width_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
-        and n_cols * elem_bytes >= min_fill * width_bytes
-    )
-
-
 def warps_for(cols: int, elem_bytes: int, warps: int | None = None, *, up: bool = False) -> int:
     """``warps`` if given, else enough for about two 16-byte vectors per thread of ``cols``.
 
@@ -217,8 +201,9 @@ def choose(
             and n_rows <= plan_rule.SPLIT_ROWS_PER_SM * sm_count
         ):
             plan = "split"
-        elif width * elem_bytes <= plan_rule.MAX_BLOCK_BYTES or fills_full_block(
-            n_cols, elem_bytes, plan_rule.FULL_BLOCK_MIN_FILL
+        elif width * elem_bytes <= plan_rule.MAX_BLOCK_BYTES or (
+            width * elem_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
+            and n_cols >= plan_rule.FULL_BLOCK_MIN_FILL * width
         ):
             plan = "block"
         else:

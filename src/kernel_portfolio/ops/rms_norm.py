@@ -1455,7 +1455,11 @@ def _forward_plan(
     n_cols = x.shape[-1]
     if plan != "auto" or type(n_cols) is not int or chosen.kind == "split":
         return chosen
-    if plans.fills_full_block(n_cols, x.element_size(), FULL_BLOCK_FWD_MIN_FILL):
+    width_bytes = (1 << (n_cols - 1).bit_length()) * x.element_size()
+    if (
+        plan_rule.MAX_BLOCK_BYTES < width_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
+        and n_cols * x.element_size() >= FULL_BLOCK_FWD_MIN_FILL * width_bytes
+    ):
         block = plans.choose_for(x, "block")
         if has_residual:
             return block

@@ -1011,7 +1011,7 @@ def _full_block_plan(
     """``plans.choose_for``, with ``auto``'s full blocks held in ``warps`` warps.
 
     ``auto``'s looped plan of a row that fills at least ``fills[element
-    size]`` of a full block (``plans.fills_full_block``; no entry: never)
+    size]`` of a full block (:func:`_fills_full_block`; no entry: never)
     becomes the block plan, and a block plan past
     ``plan_rule.MAX_BLOCK_BYTES`` takes ``warps``. A forced plan (a kind or a
     :class:`~kernel_portfolio.plans.RowPlan`) is launched as given, and so is
@@ -1021,17 +1021,32 @@ def _full_block_plan(
     chosen = plans.choose_for(x, plan)
     if plan != "auto":
         return chosen
-    n_cols, elem_bytes = x.shape[-1], x.element_size()
+    elem_bytes = x.element_size()
     if (
         chosen.kind == "looped"
-        and type(n_cols) is int
         and elem_bytes in fills
-        and plans.fills_full_block(n_cols, elem_bytes, fills[elem_bytes])
+        and _fills_full_block(x.shape[-1], elem_bytes, fills[elem_bytes])
     ):
         chosen = plans.choose_for(x, "block")
     if _full_block(chosen, elem_bytes):
         return dataclasses.replace(chosen, num_warps=warps)
     return chosen
+
+
+def _fills_full_block(n_cols, elem_bytes: int, min_fill: float) -> bool:
+    """Whether a row of ``n_cols`` fills at least ``min_fill`` of a full block.
+
+    A full block is the row's power of two when wider than
+    ``plan_rule.MAX_BLOCK_BYTES`` and at most ``plan_rule.FULL_BLOCK_MAX_BYTES``;
+    a symbolic ``n_cols`` never does.
+    """
+    if type(n_cols) is not int:
+        return False
+    width_bytes = (1 << (n_cols - 1).bit_length()) * elem_bytes
+    return (
+        plan_rule.MAX_BLOCK_BYTES < width_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
+        and n_cols * elem_bytes >= min_fill * width_bytes
+    )
 
 
 def _forward_plan(x: torch.Tensor, plan: str | plans.RowPlan) -> plans.RowPlan:
