@@ -19,7 +19,8 @@ Paths: ``add`` (dense and strided kernels) in each dtype; ``row_sum``,
 ``softmax``, ``rms_norm`` and ``residual_rms_norm`` with each row plan forced
 (block; looped and split with several chunks), forward and backward, one dtype
 per plan so each dtype runs once per operator, at an aligned and a peeled
-(odd) width; the softmax's cooperative split on few wide rows; RMSNorm and
+(odd) width; the softmax's cooperative split on few wide rows and its full
+blocks (the backward's a program a row); RMSNorm and
 residual RMSNorm at enough peeled rows to read the weight's shifted copies;
 and the row sum's block plan on rows narrow enough that a program sums
 several; GEMM forward with every
@@ -92,6 +93,10 @@ SHIFTED_WIDTH = 50257
 #: Width of the peeled RMSNorm rows that ``auto``'s forward holds in one full block
 #: (``ops.rms_norm.FULL_BLOCK_FWD_MIN_FILL``), reading the weight's shifted copies.
 FULL_BLOCK_WIDTH = 30522
+#: Softmax rows of a full block: peeled float16 rows that ``auto`` walks looped
+#: forward and holds in one block backward (a program a row, the product in
+#: half precision), and aligned bfloat16 rows in one block both ways.
+SOFTMAX_FULL_BLOCK_ROWS = (((300, FULL_BLOCK_WIDTH), "float16"), ((300, 32768), "bfloat16"))
 
 
 def _row_plan(kind: str, shape: tuple[int, int], chunk: int, splits: int, dtype: str):
@@ -179,6 +184,10 @@ def paths(small: bool) -> Iterator[tuple[str, Case, Callable]]:
             case,
             _row_fn("softmax", "auto"),
         )
+    for rows, dtype in () if small else SOFTMAX_FULL_BLOCK_ROWS:
+        case = Case("softmax", "fwdbwd", rows, dtype, "events", ("ours", "torch"))
+        label = f"softmax full block {rows[0]}x{rows[1]} {dtype} fwd+bwd"
+        yield label, case, _row_fn("softmax", "auto")
     # Peeled RMSNorm rows past both thresholds: the weight's shifted copies.
     least = max(rms_norm.SHIFT_W_MIN_ELEMENTS, rms_norm.SHIFT_W_BWD_MIN_ELEMENTS)
     for op in () if small else ("rms_norm", "residual_rms_norm"):
