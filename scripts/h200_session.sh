@@ -6,8 +6,8 @@
 #                                                 # memcheck side by side, then the tests
 #                                                 # marked bigmem alone (~6 min; KP_GPU_TEST_LIMIT_S:
 #                                                 # the first tests' limit, default 300)
-#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh gemm    # GEMM tuning sweep (~4 min;
-#                                                 # KP_GEMM_BUDGET_S: its --budget-s, default 160)
+#   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh gemm    # GEMM tuning sweep (~6 min;
+#                                                 # KP_GEMM_BUDGET_S: its --budget-s, default 330)
 #   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh chunks  # chunk-rules runs 1
 #                                                 # and 2 (~6 min; fit them on the CPU after)
 #   KP_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/h200_session.sh suites  # the models suite,
@@ -92,7 +92,7 @@ checks)
     ;;
 gemm)
     timeout -s INT -k 5 "$(left 560)" python3 scripts/gemm_tune.py --out "$R/h200" --warm-jobs 14 \
-        --budget-s "${KP_GEMM_BUDGET_S:-160}" >"$R/gemm.out" 2>&1
+        --budget-s "${KP_GEMM_BUDGET_S:-330}" >"$R/gemm.out" 2>&1
     say "GEMM sweep: exit $?"
     tail -n 40 "$R/gemm.out"
     ;;

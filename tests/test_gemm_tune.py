@@ -51,6 +51,55 @@ def test_split_counts_are_those_the_rule_can_take():
                 assert runs in gemm_tune.split_counts(tile, m, n, k, SM, 256), (m, n, k, consts)
 
 
+def test_class_cells_are_apart_from_the_suite_and_the_heldout_scan():
+    """The fit's cells between the suite's batches and at other models' layers.
+
+    Every layer shape is timed at every batch of ``BETWEEN_M`` in
+    ``CLASS_DTYPE``, each cell once; none of those batches or layers is the
+    suite's or a shape of ``scripts/heldout_scan.py``, whose scan tests the fit
+    where it has not looked.
+    """
+    import heldout_scan
+
+    ids = [cell.id for cell in gemm_tune.cells(gemm_tune.FULL, 0)]
+    assert len(ids) == len(set(ids))
+    layers = [*gemm_tune.MODEL_NK, *gemm_tune.OTHER_NK]
+    for n, k in layers:
+        for m in gemm_tune.BETWEEN_M:
+            assert f"matmul/fwd/{m}x{n}x{k}/{gemm_tune.CLASS_DTYPE}" in ids
+    assert not set(gemm_tune.OTHER_NK) & {*gemm_tune.MODEL_NK, *heldout_scan.GEMM_LAYERS}
+    assert not set(gemm_tune.BETWEEN_M) & {*gemm_tune.MODEL_M, *heldout_scan.GEMM_ROWS}
+
+
+def test_under_target_names_the_fastest_tile_and_counts_what_the_table_could_fix():
+    target = gemm_tune.target_for(256)
+    table = {
+        (256, 4096, 4096, "bfloat16"): {"ours": 0.99, "tile a split 1": 0.5},  # met
+        (256, 6144, 4096, "bfloat16"): {"ours": 0.7, "tile a split 1": 0.8, "tile b split 2": 0.95},
+        (384, 6144, 4096, "bfloat16"): {"ours": 0.7, "tile a split 1": 0.8},
+        (16, 6144, 4096, "bfloat16"): {"ours": 0.5, "tile a split 1": 0.99},  # no target
+    }
+    assert target is not None and 0.8 < target <= 0.95
+    lines = gemm_tune.under_target(table)
+    assert lines[1:] == [
+        "  256x6144x4096 bfloat16: ours 0.700, fastest tile 0.950 (b split 2)",
+        "  384x6144x4096 bfloat16: ours 0.700, fastest tile 0.800 (a split 1)",
+        "2 cells under the target; a timed tile meets it at 1 of them",
+    ]
+
+
+def test_summary_tables_the_other_layers():
+    """The summary's table of the other models' layers: a row a batch, a miss starred."""
+    (n, k), cells = next(iter(gemm_tune.OTHER_NK)), []
+    for m, ours in ((64, 0.8), (1024, 0.99)):
+        ratios = [{"impl": "ours", "median": ours}, {"impl": "tile x split 1", "median": 1.0}]
+        cells.append({"mode": "fwd", "dtype": "bfloat16", "shape": [m, n, k], "ratios": ratios})
+    lines = gemm_tune.summary({"env": {"sm_count": SM}, "cases": cells})
+    header = next(i for i, line in enumerate(lines) if f"{n}x{k} bf16" in line)
+    assert lines[header + 1].split() == ["64", "0.800*", *["-"] * (len(gemm_tune.OTHER_NK) - 1)]
+    assert lines[header + 2].split()[:2] == ["1024", "0.990"]
+
+
 def _planted(tile, split: int, m: int, n: int) -> float:
     """A synthetic ratio: a tile's rate for its rows times the share of SM time its waves fill.
 
@@ -189,6 +238,7 @@ def test_dry_run_writes_a_valid_result_and_summary(tmp_path, capsys):
     assert splits  # the dry grid times split-K too
     log = (tmp_path / "gemm_tune.log").read_text()
     assert log.startswith("$ python") and "== chosen per bucket" in log and "TMA_RULES = (" in log
+    assert "== under the target" in log and " cells under the target; " in log
     capsys.readouterr()
     assert gemm_tune.main(["--summary", str(tmp_path / "gemm_tune.json")]) == 0
     assert "TMA_RULES = (" in capsys.readouterr().out
