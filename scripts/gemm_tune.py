@@ -21,7 +21,7 @@ the models layer shapes (:data:`MODEL_NK`: attention output, the fused QKV
 of Llama-3-8B, the MLP up/gate and down of Llama-3-8B and Mistral-7B) for
 every batch ``M`` of :data:`MODEL_M`, plus the committed suite's GEMM shapes;
 and in bfloat16 the same layer shapes at the batches between those
-(:data:`BETWEEN_M`, where the tiles of a power of two leave a wave part-empty)
+(:data:`BETWEEN_M`, none a whole number of 64-row tiles)
 and the layers of two other models (:data:`OTHER_NK`) at both, so that the
 fit sees a class of shapes rather than the suite's cells. None of them is a
 shape of ``scripts/heldout_scan.py``, which tests the fit where it has not
@@ -89,10 +89,13 @@ MODEL_NK = ((4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336))
 #: Batch sizes (tokens): decode steps to prefill.
 MODEL_M = (16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 16384)
 #: Batch sizes between those of :data:`MODEL_M` below 1024, timed in bfloat16 at
-#: every layer shape: the row counts where a power-of-two tile's last row of
-#: tiles is part-empty, or its output tiles leave a wave part-empty (192 rows
-#: of 4096 columns: 96 tiles of 64x128 for 132 SMs; 640 rows: 160 of 128x128).
-BETWEEN_M = (96, 192, 320, 448, 640, 896)
+#: every layer shape. A batch of tokens is rarely a multiple of a tile's rows:
+#: none of these is a multiple of 64, so the last row of tiles is part-empty
+#: (16 to 32 rows past a multiple of 64, 32 to 96 past one of 128), and they
+#: put the tile counts between the waves the suite's batches give (224 rows of
+#: 4096 columns: 128 tiles of 64x128 for 132 SMs; 336 rows: 192, a second wave
+#: half full).
+BETWEEN_M = (80, 160, 224, 336, 464, 600, 800)
 #: (N, K) of the layers of two other models (``hidden_size``,
 #: ``intermediate_size``, heads of each published configuration), timed in
 #: bfloat16 at :data:`OTHER_M` and :data:`BETWEEN_M`: a fit left to the four

@@ -57,7 +57,7 @@ def test_class_cells_are_apart_from_the_suite_and_the_heldout_scan():
     Every layer shape is timed at every batch of ``BETWEEN_M`` in
     ``CLASS_DTYPE``, each cell once; none of those batches or layers is the
     suite's or a shape of ``scripts/heldout_scan.py``, whose scan tests the fit
-    where it has not looked.
+    where it has not looked, and no batch is a whole number of 64-row tiles.
     """
     import heldout_scan
 
@@ -69,6 +69,7 @@ def test_class_cells_are_apart_from_the_suite_and_the_heldout_scan():
             assert f"matmul/fwd/{m}x{n}x{k}/{gemm_tune.CLASS_DTYPE}" in ids
     assert not set(gemm_tune.OTHER_NK) & {*gemm_tune.MODEL_NK, *heldout_scan.GEMM_LAYERS}
     assert not set(gemm_tune.BETWEEN_M) & {*gemm_tune.MODEL_M, *heldout_scan.GEMM_ROWS}
+    assert all(m % 64 for m in gemm_tune.BETWEEN_M)  # a last row of tiles part-empty
 
 
 def test_under_target_names_the_fastest_tile_and_counts_what_the_table_could_fix():
