@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import gemm_tune  # noqa: E402
 
+from kernel_portfolio.bench import suites  # noqa: E402
 from kernel_portfolio.contracts import interpreter_enabled  # noqa: E402
 from kernel_portfolio.ops import gemm_rule  # noqa: E402
 from kernel_portfolio.ops import matmul as mm  # noqa: E402
@@ -68,7 +69,8 @@ def test_class_cells_are_apart_from_the_suite_and_the_heldout_scan():
         for m in gemm_tune.BETWEEN_M:
             assert f"matmul/fwd/{m}x{n}x{k}/{gemm_tune.CLASS_DTYPE}" in ids
     assert not set(gemm_tune.OTHER_NK) & {*gemm_tune.MODEL_NK, *heldout_scan.GEMM_LAYERS}
-    assert not set(gemm_tune.BETWEEN_M) & {*gemm_tune.MODEL_M, *heldout_scan.GEMM_ROWS}
+    suite_rows = {*gemm_tune.MODEL_M, *suites.GEMM_ROWS}
+    assert not set(gemm_tune.BETWEEN_M) & {*suite_rows, *heldout_scan.GEMM_ROWS}
     assert all(m % 64 for m in gemm_tune.BETWEEN_M)  # a last row of tiles part-empty
 
 

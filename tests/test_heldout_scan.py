@@ -28,6 +28,7 @@ def test_no_held_out_shape_is_a_suite_shape():
     suite_shapes = {(c.op, c.shape) for s in suites.SUITES.values() for c in s.cases}
     assert not held & suite_shapes
     assert not set(heldout_scan.GEMM_LAYERS) & set(suites.GEMM_LAYERS)
+    assert not set(heldout_scan.GEMM_ROWS) & set(suites.GEMM_ROWS)
     assert not widths & {*suites.VOCAB_WIDTHS, *suites.HIDDEN_WIDTHS}
 
 
