@@ -131,8 +131,8 @@ def test_a_cooperative_split_matches_the_reference_and_two_launches(
         ((1024, 32000), torch.float16),
         ((300, 32768), torch.bfloat16),
         ((512, 16000), torch.float32),
-        ((1024, 14496), torch.float32),  # a looped plan's fill, held in one block
-        ((264, 15261), torch.float32),  # the same, rows not 16 bytes apart
+        ((1024, 28992), torch.float16),  # a looped plan's fill, held in one block
+        ((264, 30522), torch.bfloat16),  # the same, rows not 16 bytes apart
     ],
     ids=str,
 )
@@ -156,35 +156,6 @@ def test_full_block_forward_in_more_warps_on_every_route(shape, dtype):
     y_op = torch.ops.kp.softmax(x_op, "auto", 0, 0, 0)
     (dx_op,) = torch.autograd.grad(y_op, x_op, dy)
     assert torch.equal(y_op, direct) and torch.equal(dx_op, dx)
-
-
-@pytest.mark.parametrize(
-    ("shape", "dtype"),
-    [
-        ((1024, 20000), torch.float16),
-        ((264, 30522), torch.bfloat16),  # rows not 16 bytes apart
-        ((300, 16385), torch.float16),  # the narrowest row of a full block, peeled
-    ],
-    ids=str,
-)
-def test_full_block_backward_of_a_looped_forward_on_every_route(shape, dtype):
-    """A half-precision row of a full block that ``auto`` walks looped forward:
-    the backward holds it in one block of ``FULL_BLOCK_BWD_WARPS``, a program a
-    row, with the same bits on the autograd and op routes and the reference's
-    values."""
-    x = torch.randn(shape, device="cuda").mul(3).to(dtype)
-    assert softmax_ops._forward_plan(x, "auto").kind == "looped"
-    plan = softmax_ops._backward_plan(x, "auto")
-    assert (plan.kind, plan.num_warps) == ("block", softmax_ops.FULL_BLOCK_BWD_WARPS)
-    dy = torch.randn(shape, device="cuda").to(dtype)
-    xg = x.clone().requires_grad_()
-    y = kp.softmax(xg)
-    (dx,) = torch.autograd.grad(y, xg, dy)
-    assert_matches(dx, reference.softmax_backward(y.detach(), dy), dtype, "dx")
-    x_op = x.clone().requires_grad_()
-    y_op = torch.ops.kp.softmax(x_op, "auto", 0, 0, 0)
-    (dx_op,) = torch.autograd.grad(y_op, x_op, dy)
-    assert torch.equal(y_op, y) and torch.equal(dx_op, dx)
 
 
 def _row_states() -> list[torch.Tensor]:

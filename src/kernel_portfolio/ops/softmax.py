@@ -142,50 +142,27 @@ COOP_GENERATIONS = tl.constexpr(2**21)
 #: ran 2.0-2.4% faster with 32 at every cell, and the forward and backward
 #: 0.6-1.6% slower with 32 at every cell.
 FULL_BLOCK_FWD_WARPS = 32
-#: Warps of the backward's ``auto`` block plan for a row past
-#: ``plan_rule.MAX_BLOCK_BYTES`` (:func:`_backward_plan`), which runs one
-#: program a row (:func:`_launch_backward`) and, for a float16 row, the half
-#: product (:func:`_grad`). ``scripts/softmax_bwd_ab.py`` timed the backward
-#: launcher alone at 1024, 4096 and 16384 rows of 20000 to 32768 float16
-#: columns (18 cells) in 8, 16 and 32 warps, on a persistent grid or a program
-#: a row, with the float32 or the half product, beside Liger-Kernel's backward
-#: (``results/h100-80gb-hbm3/checks/softmax-bwd-ab-20261207T1506Z.log``):
-#: 16 warps, a program a row and the half product ran in 0.923 of Liger-Kernel's
-#: time on the geometric mean (worst cell 1.013), where 8 warps on the
-#: persistent grid with the float32 product (the plan before) ran in 0.984
-#: (worst 1.160), and the looped plan that ``plans.choose`` gives rows of
-#: 20000 to 30522 columns in 1.003. With the float32 product (bfloat16 rows),
-#: 16 warps and a program a row ran in 0.966. In the H200's suites of
-#: 7e7cd7f, which held these settings with the half product in every float16
-#: block (``results/archive/h200/models-20261207T184929Z.json``), the forward
-#: and backward at 4096 rows of 30520, 30522 and 32000 float16 columns ran in
-#: 6-10% less time than in 840a243's.
-FULL_BLOCK_BWD_WARPS = 16
-#: ``auto`` holds a float32 row of a full block (wider than
-#: ``plan_rule.MAX_BLOCK_BYTES``, at most ``plan_rule.FULL_BLOCK_MAX_BYTES``) in
-#: one block, forward and backward, where it fills at least this share of the
-#: block, below ``plan_rule.FULL_BLOCK_MIN_FILL`` (:func:`_full_block_plan`):
-#: looped, each pass reads the row twice. On the H200 (1024, 4096 and 16384
-#: rows, cold L2, the script: ``git show 840a243:scripts/softmax_fill_ab.py``)
-#: float32 rows of 13312 to 15261 columns (81% to 93% of 16384) ran in one
-#: block in 0.87-0.92 of the looped plan's time forward and 0.79-0.87 forward
-#: and backward, per width over the three row counts, and faster at every cell
-#: (``results/h200/checks/softmax-fill-ab-20261207T1258Z.log``); half-precision
-#: rows of 26624 to 30522 columns (81% to 93% of 32768) ran the forward slower
-#: in one block at every width (1.03-1.07 of the looped plan's time) and the
-#: forward and backward level or slower
-#: (``results/h200/checks/softmax-fill-ab-20261207T1308Z.log``), though on an
-#: H100 the block ran both faster from 85% of the block
-#: (``results/h100-80gb-hbm3/checks/softmax-fill-ab-20261207T1237Z.log``).
-FULL_BLOCK_MIN_FILL = 13 / 16
-#: The least share of a full block, by element size, at which ``auto``'s
-#: looped plan becomes the block plan (:func:`_full_block_plan`): forward,
-#: float32 rows from :data:`FULL_BLOCK_MIN_FILL`; backward, those and every
-#: half-precision row of a full block (16385 to 32768 columns), which the
-#: backward's A/B (:data:`FULL_BLOCK_BWD_WARPS`) ran faster in one block than
-#: looped at every cell from 20000 columns (61% of the block) to 30522.
-FORWARD_FILLS = {4: FULL_BLOCK_MIN_FILL}
-BACKWARD_FILLS = {4: FULL_BLOCK_MIN_FILL, 2: 0.0}
+#: Warps of the backward's ``auto`` block plan for such a row
+#: (:func:`_backward_plan`). Timed alone
+#: (``results/h100-80gb-hbm3/checks/rows-unaligned-ab-20261206T2248Z.log``: the
+#: backward launcher at 4096 and 16384 rows of 32000 and 32768 float16
+#: columns), it ran in 0.97-0.98 of its time in 16 warps with 8, and in
+#: 1.03-1.04 with 32.
+FULL_BLOCK_BWD_WARPS = 8
+#: ``auto`` holds a row of a full block (wider than ``plan_rule.MAX_BLOCK_BYTES``,
+#: at most ``plan_rule.FULL_BLOCK_MAX_BYTES``) in one block, forward and
+#: backward, where it fills at least this share of the block, below
+#: ``plan_rule.FULL_BLOCK_MIN_FILL`` (:func:`_full_block_plan`): looped, each
+#: pass reads the row twice. On the H100 (float16, 1024, 4096 and 16384 rows,
+#: cold L2: ``results/h100-80gb-hbm3/checks/softmax-fill-ab-20261207T1237Z.log``;
+#: the script: ``git show d717696:scripts/softmax_fill_ab.py``), per width
+#: over the three row counts, the block ran the forward and backward in
+#: 0.95-0.97 of the looped plan's time at every width from 28000 columns (85%
+#: of 32768) to 30522 (93%), aligned and not, never slower at a cell, and the
+#: forward in 0.95-1.00 (at most 2.3% slower at a cell); at 26624 (81%) both
+#: ran level (the forward at most 2.1% slower). 31000 (95%), one block already,
+#: was the control.
+FULL_BLOCK_MIN_FILL = 27 / 32
 
 # ---------------------------------------------------------------------------
 # Kernels
@@ -254,30 +231,6 @@ def _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, EVICT: tl.const
     y = tl.load(y_row + cols64 * stride_yn, mask=mask, other=0.0, eviction_policy=EVICT)
     dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0, eviction_policy=EVICT)
     return y.to(tl.float32), dy.to(tl.float32)
-
-
-@triton.jit
-def _grad(y, dy, dot, HALF_PRODUCT: tl.constexpr):
-    """``y * (dy - dot)`` in ``y``'s dtype, of ``y`` and ``dy`` as loaded.
-
-    The product in float32, or with ``HALF_PRODUCT`` (the backward of a
-    float16 row of a full block, past ``plan_rule.MAX_BLOCK_BYTES``) the
-    difference in float32, rounded to float16, times ``y`` in float16: within
-    about an ulp of the output of the float32 product, and a block of 32768
-    float16 columns then keeps ``y`` and ``dy`` in half precision through the
-    row's reduction. Compiled for ``sm_90a`` it spills nothing in 8, 16 or 32
-    warps, where the float32 product spills 88, 56 and 40 bytes a thread
-    (``tests/test_spills.py``). Narrower blocks keep the float32 product: on
-    the H200 the half product in every float16 block backward (the suites of
-    7e7cd7f, ``results/archive/h200/default-20261207T185220Z.json``) ran the
-    forward and backward of 8192 float16 columns 4-6% slower than the float32
-    product of 840a243's suites, at 8192 and 32768 rows, where bfloat16 rows
-    ran level. bfloat16 rows keep the float32 product: the Triton interpreter
-    multiplies bfloat16 values wrongly, so the CPU tests could not check it.
-    """
-    if HALF_PRODUCT:
-        return y * (dy.to(tl.float32) - dot).to(y.dtype)
-    return (y.to(tl.float32) * (dy.to(tl.float32) - dot)).to(y.dtype)
 
 
 @triton.jit
@@ -676,12 +629,10 @@ def _bwd_block_kernel(
     TAIL: tl.constexpr,
     VEC: tl.constexpr,
     PEEL: tl.constexpr,
-    HALF_PRODUCT: tl.constexpr,
 ):
     """Block plan, backward: ``dx = y * (dy - sum(dy * y))``, one read and one write per row.
 
-    ``TAIL`` and ``PEEL`` as in :func:`_fwd_block_kernel`; ``HALF_PRODUCT``
-    as in :func:`_grad`, for the row's main block.
+    ``TAIL`` and ``PEEL`` as in :func:`_fwd_block_kernel`.
     """
     cols = tl.arange(0, BLOCK)
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
@@ -692,10 +643,8 @@ def _bwd_block_kernel(
         y_row = y_ptr + body_offset(row64, stride_ym, head, VEC, PEEL)
         dy_row = dy_ptr + body_offset(row64, stride_dym, head, VEC, PEEL)
         dx_row = dx_ptr + body_offset(row64, stride_dxm, head, VEC, PEEL)
-        cols64 = cols.to(tl.int64)
-        y = tl.load(y_row + cols64 * stride_yn, mask=mask, other=0.0)
-        dy = tl.load(dy_row + cols64 * stride_dyn, mask=mask, other=0.0)
-        dot = tl.sum(y.to(tl.float32) * dy.to(tl.float32), 0)
+        y, dy = _load_pair(y_row, stride_yn, dy_row, stride_dyn, cols, mask, "")
+        dot = tl.sum(y * dy, 0)
         if TAIL > 0:
             tail_cols = BLOCK + tl.arange(0, TAIL)
             tail_mask = tail_cols < n_body
@@ -712,7 +661,7 @@ def _bwd_block_kernel(
         if TAIL > 0:
             dx_tail = y_tail * (dy_tail - dot)
             tl.store(dx_row + tail_cols, dx_tail.to(dx_ptr.dtype.element_ty), mask=tail_mask)
-        dx = _grad(y, dy, dot, HALF_PRODUCT)
+        dx = y * (dy - dot)
         tl.store(dx_row + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
@@ -971,19 +920,14 @@ def _launch_backward(
     )
     consts = {"BLOCK": plan.block, "VEC": vec, "PEEL": peel, "num_warps": plan.num_warps}
     with device_guard(y):
+        if plan.kind == "block":
+            consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
         if plan.kind in ("block", "looped"):
-            programs = plans.persistent_programs(n_rows, plan, plans.sm_count(y.device))
-            if plan.kind == "block":
-                kernel = _bwd_block_kernel
-                consts["BLOCK"], consts["TAIL"] = plans.block_pieces(n_cols, plan.block)
-                full = _full_block(plan, y.element_size())
-                consts["HALF_PRODUCT"] = full and y.dtype == torch.float16
-                if full:
-                    programs = min(n_rows, plans.MAX_GRID)  # a program a row
-            else:
-                kernel = _bwd_looped_kernel
+            kernel = _bwd_block_kernel if plan.kind == "block" else _bwd_looped_kernel
+            if plan.kind == "looped":
                 consts |= {"FIRST": LOOPED_FIRST_PASS, "SECOND": LOOPED_SECOND_PASS}
-            launchable(kernel)[(programs,)](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
+            grid = (plans.persistent_programs(n_rows, plan, plans.sm_count(y.device)),)
+            launchable(kernel)[grid](y2, dy2, dx, n_rows, n_cols, *strides, n_cols, **consts)
             return
         chunks_per_split, n_splits = plans.split_segments(n_cols, plan)
         part_dot = scratch((n_rows, n_splits), torch.float32, y.device)
@@ -1010,41 +954,28 @@ def _launch_backward(
 # ---------------------------------------------------------------------------
 
 
-def _full_block(plan: plans.RowPlan, elem_bytes: int) -> bool:
-    """Whether ``plan`` holds a row in one block wider than ``plan_rule.MAX_BLOCK_BYTES``."""
-    return plan.kind == "block" and plan.block * elem_bytes > plan_rule.MAX_BLOCK_BYTES
-
-
-def _full_block_plan(
-    x: torch.Tensor, plan: str | plans.RowPlan, warps: int, fills: dict[int, float]
-) -> plans.RowPlan:
+def _full_block_plan(x: torch.Tensor, plan: str | plans.RowPlan, warps: int) -> plans.RowPlan:
     """``plans.choose_for``, with ``auto``'s full blocks held in ``warps`` warps.
 
-    ``auto``'s looped plan of a row that fills at least ``fills[element
-    size]`` of a full block (:func:`_fills_full_block`; no entry: never)
-    becomes the block plan, and a block plan past
-    ``plan_rule.MAX_BLOCK_BYTES`` takes ``warps``. A forced plan (a kind or a
-    :class:`~kernel_portfolio.plans.RowPlan`) is launched as given, and so is
-    a symbolic width (``torch.compile`` with dynamic shapes) with the looped
-    plan, so that the graph does not guard on the fill.
+    ``auto``'s looped plan of a row that fills at least
+    :data:`FULL_BLOCK_MIN_FILL` of a full block becomes the block plan, and a
+    block plan past ``plan_rule.MAX_BLOCK_BYTES`` takes ``warps``. A forced
+    plan (a kind or a :class:`~kernel_portfolio.plans.RowPlan`) is launched as
+    given, and so is a symbolic width (``torch.compile`` with dynamic shapes)
+    with the looped plan, so that the graph does not guard on the fill.
     """
     chosen = plans.choose_for(x, plan)
     if plan != "auto":
         return chosen
-    elem_bytes = x.element_size()
-    if (
-        chosen.kind == "looped"
-        and elem_bytes in fills
-        and _fills_full_block(x.shape[-1], elem_bytes, fills[elem_bytes])
-    ):
+    if chosen.kind == "looped" and _fills_full_block(x.shape[-1], x.element_size()):
         chosen = plans.choose_for(x, "block")
-    if _full_block(chosen, elem_bytes):
+    if chosen.kind == "block" and chosen.block * x.element_size() > plan_rule.MAX_BLOCK_BYTES:
         return dataclasses.replace(chosen, num_warps=warps)
     return chosen
 
 
-def _fills_full_block(n_cols, elem_bytes: int, min_fill: float) -> bool:
-    """Whether a row of ``n_cols`` fills at least ``min_fill`` of a full block.
+def _fills_full_block(n_cols, elem_bytes: int) -> bool:
+    """Whether a row of ``n_cols`` fills :data:`FULL_BLOCK_MIN_FILL` of a full block.
 
     A full block is the row's power of two when wider than
     ``plan_rule.MAX_BLOCK_BYTES`` and at most ``plan_rule.FULL_BLOCK_MAX_BYTES``;
@@ -1055,20 +986,18 @@ def _fills_full_block(n_cols, elem_bytes: int, min_fill: float) -> bool:
     width_bytes = (1 << (n_cols - 1).bit_length()) * elem_bytes
     return (
         plan_rule.MAX_BLOCK_BYTES < width_bytes <= plan_rule.FULL_BLOCK_MAX_BYTES
-        and n_cols * elem_bytes >= min_fill * width_bytes
+        and n_cols * elem_bytes >= FULL_BLOCK_MIN_FILL * width_bytes
     )
 
 
 def _forward_plan(x: torch.Tensor, plan: str | plans.RowPlan) -> plans.RowPlan:
-    """The forward's: :data:`FULL_BLOCK_FWD_WARPS`, :data:`FORWARD_FILLS`
-    (:func:`_full_block_plan`)."""
-    return _full_block_plan(x, plan, FULL_BLOCK_FWD_WARPS, FORWARD_FILLS)
+    """The forward's: full blocks in :data:`FULL_BLOCK_FWD_WARPS` (:func:`_full_block_plan`)."""
+    return _full_block_plan(x, plan, FULL_BLOCK_FWD_WARPS)
 
 
 def _backward_plan(x: torch.Tensor, plan: str | plans.RowPlan) -> plans.RowPlan:
-    """The backward's: :data:`FULL_BLOCK_BWD_WARPS`, :data:`BACKWARD_FILLS`
-    (:func:`_full_block_plan`)."""
-    return _full_block_plan(x, plan, FULL_BLOCK_BWD_WARPS, BACKWARD_FILLS)
+    """The backward's: full blocks in :data:`FULL_BLOCK_BWD_WARPS` (:func:`_full_block_plan`)."""
+    return _full_block_plan(x, plan, FULL_BLOCK_BWD_WARPS)
 
 
 def _forward(x: torch.Tensor, plan: plans.RowPlan) -> torch.Tensor:
