@@ -857,10 +857,15 @@ def target_for(m: int) -> float | None:
     return next((target for low, target in TARGETS if m >= low), None)
 
 
+def _misses(ratio: float | None, m: int) -> bool:
+    """Whether ours / cuBLAS at ``M = m``, ``ratio``, is under the target there."""
+    target = target_for(m)
+    return ratio is not None and target is not None and ratio < target
+
+
 def _ratio_cell(ratio: float | None, m: int) -> str:
     """A table cell of ours / cuBLAS at ``M = m``, starred under its target."""
-    low = ratio is not None and ratio < (target_for(m) or 0.0)
-    return f"{_fmt(ratio, '.3f'):>14}{'*' if low else ' '}"
+    return f"{_fmt(ratio, '.3f'):>14}{'*' if _misses(ratio, m) else ' '}"
 
 
 def under_target(table: dict) -> list[str]:
@@ -874,7 +879,7 @@ def under_target(table: dict) -> list[str]:
     misses = by_table = 0
     for (m, n, k, d), ratios in sorted(table.items()):
         ours, target = ratios.get("ours"), target_for(m)
-        if ours is None or target is None or ours >= target:
+        if not _misses(ours, m):
             continue
         timed = {name: r for name, r in ratios.items() if name.startswith("tile ")}
         best = max(timed, key=timed.get, default=None)
